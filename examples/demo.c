@@ -1,0 +1,1 @@
+/* demo.c: being written (core runtime). */

@@ -1,0 +1,1 @@
+/* errors.c: being written (core runtime). */

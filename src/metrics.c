@@ -1,0 +1,1 @@
+/* metrics.c: being written (core runtime). */

@@ -1,0 +1,1 @@
+/* overflow.c: being written (core runtime). */

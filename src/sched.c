@@ -1,0 +1,1 @@
+/* sched.c: being written (core runtime). */

@@ -1,0 +1,69 @@
+/*
+ * sched.h - the scheduler's internal interface: the current task, and the
+ * park/unpark protocol that channels, select, mutexes, conditions and wait
+ * groups build on.
+ *
+ * The wait protocol (no lost wake-ups, safe across workers and from plain
+ * threads):
+ *
+ *   waiter (a running task)                 waker (any thread)
+ *   -----------------------                 ------------------
+ *   lock(q)                                 lock(q)
+ *   sched_prepare_wait(why, obj)            t = first waiter in q; unlink it
+ *   enqueue self (a record on its stack:    if (sched_claim(t)) {
+ *     stacks never move)                        hand t its result
+ *   unlock(q)                                   sched_ready(t)
+ *   r = sched_park()  or                    }   (else t was already claimed by
+ *   r = sched_park_until(deadline)              another waker or its timer:
+ *                                               skip it)
+ *                                           unlock(q)
+ *
+ * A waiter is claimed exactly once (an atomic WAITING -> CLAIMED transition),
+ * by a waker or by its own timer.  sched_park returns only after a claim and
+ * sched_ready.  After a timeout the waiter must take its record out of every
+ * queue it published it in, under that queue's lock, tolerating a waker that
+ * already unlinked it but lost the claim.  A task is pinned to one worker
+ * once started, so its result, written before sched_ready, is seen by it
+ * after sched_park returns (the ready hand-off is release/acquire).
+ */
+#ifndef MOTE_SCHED_H
+#define MOTE_SCHED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct task task;
+
+/* The running task on this thread, or NULL on a plain thread (including a
+ * worker's own scheduler context). */
+task *sched_self(void);
+
+/* Marks the current task as about to wait; why is a static string shown in
+ * deadlock and task dumps ("chan receive", "mutex", ...), obj what it waits
+ * on.  Call before publishing the task where a waker can find it. */
+void sched_prepare_wait(const char *why, const void *obj);
+
+/* Gives up the worker until claimed and readied.  Returns the value the
+ * claimer passed to sched_ready. */
+int sched_park(void);
+
+/* As sched_park, but a timer claims the task at deadline (mote_now() clock)
+ * and the call returns -ETIMEDOUT.  deadline < 0 waits forever. */
+int sched_park_until(int64_t deadline);
+
+/* Attempts the WAITING -> CLAIMED transition: true for exactly one caller
+ * per wait.  Never blocks. */
+bool sched_claim(task *t);
+
+/* Makes a claimed task runnable again on its own worker; it returns result
+ * from sched_park.  Any thread. */
+void sched_ready(task *t, int result);
+
+/* The id and name of a task, for records and diagnostics. */
+uint64_t sched_task_id(const task *t);
+
+/* Aborts the process with a clear message: a void blocking API was called
+ * where no task runs (fn is the API's name). */
+_Noreturn void sched_die_not_task(const char *fn);
+
+#endif /* MOTE_SCHED_H */

@@ -1,0 +1,1 @@
+/* stack.c: being written (core runtime). */

@@ -1,0 +1,1 @@
+/* timer.c: being written (core runtime). */
