@@ -1,0 +1,85 @@
+// spawn.go - Go side of the spawn+exit micro-benchmark (bench/tasks/spawn.c):
+// the main goroutine starts N goroutines that each call wg.Done (after
+// touching `touch` bytes of stack, 0 by default) and waits for them all.
+// ns_per_op is the elapsed time divided by N; minflt_per_op counts the page
+// faults taken per spawn (getrusage).
+//
+// usage: spawn [N] [touch_bytes: 0 | 1024 | 16384]
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+
+//go:noinline
+func sink(b []byte) byte { return b[0] + b[len(b)-1] }
+
+//go:noinline
+func use1k() byte {
+	var buf [1 << 10]byte
+	buf[0], buf[len(buf)-1] = 1, 1
+	return sink(buf[:])
+}
+
+//go:noinline
+func use16k() byte {
+	var buf [16 << 10]byte
+	buf[0], buf[len(buf)-1] = 1, 1
+	return sink(buf[:])
+}
+
+func minflt() int64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Minflt
+}
+
+func run(n, touch int) time.Duration {
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			switch touch {
+			case 1024:
+				_ = use1k()
+			case 16384:
+				_ = use16k()
+			}
+			wg.Done()
+		}()
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
+func main() {
+	n := 1000000
+	touch := 0
+	if len(os.Args) > 1 {
+		n, _ = strconv.Atoi(os.Args[1])
+	}
+	if len(os.Args) > 2 {
+		touch, _ = strconv.Atoi(os.Args[2])
+	}
+	name := "spawn"
+	switch touch {
+	case 1024:
+		name = "spawn_1k"
+	case 16384:
+		name = "spawn_16k"
+	}
+	run(n/10, touch) // warm-up
+	f0 := minflt()
+	d := run(n, touch)
+	f := minflt() - f0
+	fmt.Printf("name=%s impl=go workers=%d ns_per_op=%.2f minflt_per_op=%.4f iters=%d\n",
+		name, runtime.GOMAXPROCS(0), float64(d.Nanoseconds())/float64(n), float64(f)/float64(n), n)
+}
