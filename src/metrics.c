@@ -1,1 +1,116 @@
-/* metrics.c: being written (core runtime). */
+/*
+ * metrics.c - mote_metric and friends: Go runtime/metrics-style names, read
+ * on demand from their owners (scheduler counters, the stack registry, the
+ * kernel).  "resident" and "rss" values are measured from /proc, never
+ * estimated.  Stateless; safe from any thread at any time.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mote.h"
+#include "os/os.h"
+#include "sched_stats.h"
+#include "stack.h"
+
+#define API __attribute__((visibility("default")))
+
+/* The allocator's metrics, when it is linked in (src/heap). */
+int heap_metric(const char *name, uint64_t *value) __attribute__((weak));
+void heap_metric_each(void (*fn)(const char *, uint64_t, void *), void *ctx)
+    __attribute__((weak));
+
+typedef uint64_t (*metrics_get)(void);
+
+static uint64_t m_live(void) { sched_stats s; sched_stats_read(&s); return s.live; }
+static uint64_t m_runnable(void) { sched_stats s; sched_stats_read(&s); return s.runnable; }
+static uint64_t m_blocked(void) { sched_stats s; sched_stats_read(&s); return s.blocked; }
+static uint64_t m_spawned(void) { sched_stats s; sched_stats_read(&s); return s.spawned; }
+static uint64_t m_workers(void) { sched_stats s; sched_stats_read(&s); return s.workers; }
+static uint64_t m_guard(void) { return os_guard_mode() == OS_GUARD_MADVISE; }
+static uint64_t m_rss(void) { return os_status_bytes("VmRSS"); }
+static uint64_t m_hwm(void) { return os_status_bytes("VmHWM"); }
+static uint64_t m_pte(void) { return os_status_bytes("VmPTE"); }
+
+static const struct {
+    const char *name;
+    metrics_get get;
+} metrics_table[] = {
+    {"/tasks/live:tasks", m_live},
+    {"/tasks/runnable:tasks", m_runnable},
+    {"/tasks/blocked:tasks", m_blocked},
+    {"/tasks/spawned:tasks", m_spawned},
+    {"/sched/workers:threads", m_workers},
+    {"/stacks/reserved:bytes", stack_reserved_bytes},
+    {"/stacks/resident:bytes", stack_resident_bytes},
+    {"/stacks/in-use:stacks", stack_slots_in_use},
+    {"/stacks/guard-madvise:bool", m_guard},
+    {"/process/rss:bytes", m_rss},
+    {"/process/rss-peak:bytes", m_hwm},
+    {"/process/pagetables:bytes", m_pte},
+};
+
+#define METRICS_N (sizeof metrics_table / sizeof metrics_table[0])
+
+API int mote_metric(const char *name, uint64_t *value)
+{
+    if (!name || !value)
+        return -EINVAL;
+    for (size_t i = 0; i < METRICS_N; i++)
+        if (!strcmp(name, metrics_table[i].name)) {
+            *value = metrics_table[i].get();
+            return 0;
+        }
+    if (heap_metric)
+        return heap_metric(name, value);
+    return -ENOENT;
+}
+
+API void mote_metric_each(void (*fn)(const char *, uint64_t, void *), void *ctx)
+{
+    if (!fn)
+        return;
+    for (size_t i = 0; i < METRICS_N; i++)
+        fn(metrics_table[i].name, metrics_table[i].get(), ctx);
+    if (heap_metric_each)
+        heap_metric_each(fn, ctx);
+}
+
+typedef struct metrics_out {
+    FILE *f;
+    int json;
+    int n;
+} metrics_out;
+
+static void metrics_emit(const char *name, uint64_t v, void *ctx)
+{
+    metrics_out *o = ctx;
+    if (o->json)
+        fprintf(o->f, "%s\n  \"%s\": %llu", o->n ? "," : "", name,
+                (unsigned long long)v);
+    else
+        fprintf(o->f, "%s %llu\n", name, (unsigned long long)v);
+    o->n++;
+}
+
+API int mote_metrics_print(int fd, int format)
+{
+    if (format != MOTE_METRICS_TEXT && format != MOTE_METRICS_JSON)
+        return -EINVAL;
+    int dfd = dup(fd);
+    if (dfd < 0)
+        return -errno;
+    FILE *f = fdopen(dfd, "w");
+    if (!f) {
+        close(dfd);
+        return -ENOMEM;
+    }
+    metrics_out o = {f, format == MOTE_METRICS_JSON, 0};
+    if (o.json)
+        fputc('{', f);
+    mote_metric_each(metrics_emit, &o);
+    if (o.json)
+        fputs("\n}\n", f);
+    return fclose(f) == 0 ? 0 : -EIO;
+}

@@ -1,1 +1,821 @@
-/* sched.c: being written (core runtime). */
+/*
+ * sched.c - the M:N scheduler: workers, run queues, park/unpark, mote_run.
+ *
+ * Each worker is one OS thread (the first is the thread that called
+ * mote_run) and owns:
+ *   - rq: started tasks ready to run, FIFO.  Owner only, no lock.
+ *   - inbox: tasks readied by other threads.  A lock-free LIFO stack that
+ *     wakers push with one CAS and the owner empties with one exchange.
+ *   - fresh: spawned, never-run tasks.  Spin-locked FIFO; idle workers steal
+ *     from it, which is how spawns spread.  A task that has run never moves.
+ *   - timers (timer.c) and a stack cache (stack.c).  Owner only.
+ * Tasks switch directly to the next task (one arch_switch); the worker's
+ * own context (sched_ctx, on the thread's stack) only runs when the worker
+ * has nothing to do, and sleeps in the kernel after a short bounded spin.
+ *
+ * Wake-ups are never lost: a waker pushes, then reads the target's sleeping
+ * word; a worker going to sleep sets that word, then re-checks its queues
+ * (both sides seq_cst), so at least one of them sees the other.
+ *
+ * Deadlock: a worker about to sleep with no timer counts itself under
+ * idle_lock; when every worker is counted, all queues are empty and tasks
+ * still live, no task can ever run again, unless a plain (non-task) thread
+ * may still wake one - once a plain thread has used the runtime, detection
+ * is off for that run.
+ */
+#include "sched.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "os/os.h"
+#include "overflow.h"
+#include "sanfiber.h"
+#include "spin.h"
+#include "task.h"
+
+#define API __attribute__((visibility("default")))
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+/* Single-writer counters: a plain load/store pair, no locked instruction. */
+#define COUNT(p, d) STORE((p), LOAD(p) + (d))
+
+#define SCHED_SPIN_ROUNDS 200
+#define SCHED_ID_BLOCK 1024
+
+typedef struct worker {
+    int index;
+    pthread_t thread;
+    arch_ctx sched_ctx;
+    task *current;
+    task *rq_head, *rq_tail;
+    task *inbox;                 /* atomic */
+    int fresh_lock;
+    task *fresh_head, *fresh_tail;
+    uint32_t fresh_n;            /* atomic, for thieves to peek */
+    int sleeping;                /* futex word */
+    timer_heap timers;
+    stack_cache stacks;
+    task *dead;                  /* exited; released after the next switch */
+    task *all;                   /* started tasks, for dumps and teardown */
+    uint64_t id_next, id_end;
+    uint32_t tick;
+    uint64_t rng;
+    /* single-writer statistics */
+    uint64_t n_spawned, n_exited, n_started;
+    int64_t n_blocked;
+    int64_t n_running;
+    sanfiber_ctx san;            /* the scheduler context's sanitizer state */
+} __attribute__((aligned(64))) worker;
+
+static struct {
+    int state;         /* atomic: 0 idle, 1 starting/running */
+    int shutdown;      /* atomic */
+    int result;
+    int nworkers;
+    int default_cls;
+    worker *w;
+    task *main_task;
+    config cfg;
+    uint64_t next_id;          /* atomic */
+    uint64_t ext_spawned;      /* atomic */
+    uint32_t ext_rr;           /* atomic */
+    int external_seen;         /* atomic */
+    int nsleeping, nspinning;  /* atomic */
+    pthread_mutex_t idle_lock;
+    int nidle_notimer;
+    pthread_rwlock_t ext_lock; /* plain-thread spawns vs teardown */
+} rt = {.idle_lock = PTHREAD_MUTEX_INITIALIZER,
+        .ext_lock = PTHREAD_RWLOCK_INITIALIZER};
+
+/* Totals that outlive a run, for metrics read after mote_run returns. */
+static uint64_t sched_total_spawned;
+
+static __thread worker *sched_tls_worker __attribute__((tls_model("initial-exec")));
+
+/* ---- queues ------------------------------------------------------------ */
+
+static inline void rq_push(worker *w, task *t)
+{
+    t->next = NULL;
+    if (w->rq_tail)
+        w->rq_tail->next = t;
+    else
+        w->rq_head = t;
+    w->rq_tail = t;
+}
+
+static inline task *rq_pop(worker *w)
+{
+    task *t = w->rq_head;
+    if (t) {
+        w->rq_head = t->next;
+        if (!w->rq_head)
+            w->rq_tail = NULL;
+    }
+    return t;
+}
+
+static void inbox_push(worker *w, task *t)
+{
+    task *old = __atomic_load_n(&w->inbox, __ATOMIC_RELAXED);
+    do
+        t->next = old;
+    while (!__atomic_compare_exchange_n(&w->inbox, &old, t, true,
+                                        __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+}
+
+static void inbox_drain(worker *w)
+{
+    task *l = __atomic_exchange_n(&w->inbox, NULL, __ATOMIC_ACQUIRE);
+    task *rev = NULL;
+    while (l) { /* the stack is LIFO: restore arrival order */
+        task *n = l->next;
+        l->next = rev;
+        rev = l;
+        l = n;
+    }
+    while (rev) {
+        task *n = rev->next;
+        rq_push(w, rev);
+        rev = n;
+    }
+}
+
+static void fresh_push(worker *w, task *t)
+{
+    t->next = NULL;
+    spin_lock(&w->fresh_lock);
+    if (w->fresh_tail)
+        w->fresh_tail->next = t;
+    else
+        w->fresh_head = t;
+    w->fresh_tail = t;
+    __atomic_store_n(&w->fresh_n, w->fresh_n + 1, __ATOMIC_SEQ_CST);
+    spin_unlock(&w->fresh_lock);
+}
+
+/* Takes up to max tasks from the head of v's fresh queue: a list. */
+static task *fresh_take(worker *v, uint32_t max, bool wait)
+{
+    if (!__atomic_load_n(&v->fresh_n, __ATOMIC_RELAXED))
+        return NULL;
+    if (wait)
+        spin_lock(&v->fresh_lock);
+    else if (!spin_trylock(&v->fresh_lock))
+        return NULL;
+    task *head = v->fresh_head, *t = head;
+    uint32_t n = 0;
+    if (t) {
+        while (++n < max && t->next)
+            t = t->next;
+        v->fresh_head = t->next;
+        if (!v->fresh_head)
+            v->fresh_tail = NULL;
+        t->next = NULL;
+        __atomic_store_n(&v->fresh_n, v->fresh_n - n, __ATOMIC_RELAXED);
+    }
+    spin_unlock(&v->fresh_lock);
+    return head;
+}
+
+static void sched_wake(worker *v)
+{
+    if (__atomic_load_n(&v->sleeping, __ATOMIC_SEQ_CST) &&
+        __atomic_exchange_n(&v->sleeping, 0, __ATOMIC_SEQ_CST))
+        os_futex_wake(&v->sleeping, 1);
+}
+
+/* A spawn left work behind: get an idle worker looking, unless one is
+ * already spinning (it will find it) - the Go scheduler's rule, which keeps
+ * spawn loops from paying a futex wake per task. */
+static void sched_wake_idle(worker *self)
+{
+    if (!__atomic_load_n(&rt.nsleeping, __ATOMIC_SEQ_CST) ||
+        __atomic_load_n(&rt.nspinning, __ATOMIC_SEQ_CST))
+        return;
+    for (int i = 0; i < rt.nworkers; i++) {
+        worker *v = &rt.w[i];
+        if (v != self && __atomic_load_n(&v->sleeping, __ATOMIC_SEQ_CST)) {
+            sched_wake(v);
+            return;
+        }
+    }
+}
+
+/* ---- switching ----------------------------------------------------------- */
+
+static void sched_release_dead(worker *w)
+{
+    task *d = w->dead;
+    if (d) {
+        w->dead = NULL;
+        sanfiber_destroy(&d->san);
+        task_destroy(d, &w->stacks);
+    }
+}
+
+/* Switches from the running context (task from, or the worker's own context
+ * when from is NULL) to to (likewise).  Returns when from runs again. */
+static void sched_switch(worker *w, task *from, task *to)
+{
+    arch_ctx *fc = from ? &from->ctx : &w->sched_ctx;
+    arch_ctx *tc = to ? &to->ctx : &w->sched_ctx;
+    sanfiber_ctx *fs = from ? &from->san : &w->san;
+    w->current = to;
+    sanfiber_enter(fs, from && from == w->dead, to ? &to->san : &w->san);
+    arch_switch(fc, tc);
+    sanfiber_landed(fs);
+    sched_release_dead(w);
+}
+
+static void task_entry(void *arg);
+
+/* First run of t on w: it joins w for life. */
+static void sched_adopt(worker *w, task *t)
+{
+    t->worker = w;
+    t->started = true;
+    t->all_prev = NULL;
+    t->all_next = w->all;
+    if (w->all)
+        w->all->all_prev = t;
+    w->all = t;
+    if (t->id == 0) {
+        if (w->id_next == w->id_end) {
+            w->id_next = __atomic_fetch_add(&rt.next_id, SCHED_ID_BLOCK,
+                                            __ATOMIC_RELAXED);
+            w->id_end = w->id_next + SCHED_ID_BLOCK;
+        }
+        t->id = w->id_next++;
+    }
+    stack_set_owner(&t->stack, t);
+    arch_ctx_init(&t->ctx, (void *)(t->stack.top - STACK_TOP_RESERVED),
+                  task_entry, t);
+    sanfiber_create(&t->san, (void *)t->stack.lo, t->stack.top - t->stack.lo);
+    COUNT(&w->n_started, 1);
+}
+
+static void sched_run_timers(worker *w)
+{
+    int64_t now = os_now_ns();
+    task *t;
+    while ((t = timer_pop_due(&w->timers, now))) {
+        if (sched_claim(t)) {
+            t->wake_result = -ETIMEDOUT;
+            rq_push(w, t);
+        }
+    }
+}
+
+/* The next task to run on w, or NULL.  Order: inbox arrivals join the
+ * ready queue; due timers fire; every 61st pick a fresh task goes first so
+ * a yield loop cannot starve spawns; then the ready queue, then fresh. */
+static task *sched_pick(worker *w)
+{
+    if (__builtin_expect(LOAD(&rt.shutdown), 0))
+        return NULL;
+    w->tick++;
+    if (LOAD(&w->inbox))
+        inbox_drain(w);
+    if (w->timers.n && (!(w->tick & 63) || !w->rq_head))
+        sched_run_timers(w);
+    if (w->rq_head && w->tick % 61)
+        return rq_pop(w);
+    task *t = fresh_take(w, 1, true);
+    if (t) {
+        sched_adopt(w, t);
+        return t;
+    }
+    return rq_pop(w);
+}
+
+static task *sched_steal(worker *w)
+{
+    int n = rt.nworkers;
+    if (n < 2)
+        return NULL;
+    w->rng = w->rng * 6364136223846793005ull + 1442695040888963407ull;
+    int start = (int)((w->rng >> 33) % (uint64_t)n);
+    for (int k = 0; k < n; k++) {
+        worker *v = &rt.w[(start + k) % n];
+        if (v == w)
+            continue;
+        uint32_t avail = __atomic_load_n(&v->fresh_n, __ATOMIC_RELAXED);
+        if (!avail)
+            continue;
+        task *l = fresh_take(v, avail / 2 + 1 > 64 ? 64 : avail / 2 + 1, false);
+        if (!l)
+            continue;
+        task *first = l;
+        for (task *t = l->next; t;) {
+            task *nx = t->next;
+            fresh_push(w, t);
+            t = nx;
+        }
+        sched_adopt(w, first);
+        return first;
+    }
+    return NULL;
+}
+
+/* ---- the worker's own loop ---------------------------------------------- */
+
+static bool sched_has_work(worker *w)
+{
+    if (__atomic_load_n(&w->inbox, __ATOMIC_SEQ_CST) ||
+        __atomic_load_n(&w->fresh_n, __ATOMIC_SEQ_CST) || LOAD(&rt.shutdown))
+        return true;
+    for (int i = 0; i < rt.nworkers; i++)
+        if (__atomic_load_n(&rt.w[i].fresh_n, __ATOMIC_SEQ_CST))
+            return true;
+    return w->timers.n && timer_next(&w->timers) <= os_now_ns();
+}
+
+static void sched_report_deadlock(void);
+
+/* Called with idle_lock held by a worker about to sleep with no timer. */
+static bool sched_deadlocked(void)
+{
+    if (rt.nidle_notimer < rt.nworkers ||
+        __atomic_load_n(&rt.external_seen, __ATOMIC_SEQ_CST))
+        return false;
+    uint64_t live = __atomic_load_n(&rt.ext_spawned, __ATOMIC_RELAXED);
+    for (int i = 0; i < rt.nworkers; i++) {
+        worker *v = &rt.w[i];
+        if (__atomic_load_n(&v->inbox, __ATOMIC_SEQ_CST) ||
+            __atomic_load_n(&v->fresh_n, __ATOMIC_SEQ_CST) || v->timers.n)
+            return false;
+        live += LOAD(&v->n_spawned) - LOAD(&v->n_exited);
+    }
+    return live > 0;
+}
+
+static void sched_idle(worker *w)
+{
+    __atomic_fetch_add(&rt.nspinning, 1, __ATOMIC_SEQ_CST);
+    for (int i = 0; i < SCHED_SPIN_ROUNDS; i++) {
+        if (sched_has_work(w)) {
+            __atomic_fetch_sub(&rt.nspinning, 1, __ATOMIC_SEQ_CST);
+            return;
+        }
+        for (int k = 0; k < 32; k++)
+            spin_relax();
+    }
+    __atomic_fetch_sub(&rt.nspinning, 1, __ATOMIC_SEQ_CST);
+
+    __atomic_store_n(&w->sleeping, 1, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&rt.nsleeping, 1, __ATOMIC_SEQ_CST);
+    if (!sched_has_work(w)) {
+        int64_t next = timer_next(&w->timers);
+        bool counted = false;
+        if (next == INT64_MAX) {
+            pthread_mutex_lock(&rt.idle_lock);
+            rt.nidle_notimer++;
+            counted = true;
+            if (sched_deadlocked()) {
+                sched_report_deadlock();
+                rt.result = -EDEADLK;
+                __atomic_store_n(&rt.shutdown, 1, __ATOMIC_SEQ_CST);
+                for (int i = 0; i < rt.nworkers; i++)
+                    sched_wake(&rt.w[i]);
+            }
+            pthread_mutex_unlock(&rt.idle_lock);
+        }
+        if (!LOAD(&rt.shutdown)) {
+            int64_t wait = -1;
+            if (next != INT64_MAX) {
+                wait = next - os_now_ns();
+                if (wait < 0)
+                    wait = 0;
+            }
+            if (wait != 0)
+                os_futex_wait(&w->sleeping, 1, wait);
+        }
+        if (counted) {
+            pthread_mutex_lock(&rt.idle_lock);
+            rt.nidle_notimer--;
+            pthread_mutex_unlock(&rt.idle_lock);
+        }
+    }
+    __atomic_store_n(&w->sleeping, 0, __ATOMIC_SEQ_CST);
+    __atomic_fetch_sub(&rt.nsleeping, 1, __ATOMIC_SEQ_CST);
+}
+
+static void sched_loop(worker *w)
+{
+    for (;;) {
+        task *t = sched_pick(w);
+        if (!t && !LOAD(&rt.shutdown))
+            t = sched_steal(w);
+        if (t) {
+            sched_switch(w, NULL, t);
+            continue;
+        }
+        if (LOAD(&rt.shutdown))
+            return;
+        if (w->timers.n)
+            sched_run_timers(w);
+        if (!w->rq_head)
+            sched_idle(w);
+    }
+}
+
+static void *sched_thread(void *arg)
+{
+    worker *w = arg;
+    sched_tls_worker = w;
+    overflow_thread_init();
+    sanfiber_thread_init(&w->san);
+    sched_loop(w);
+    sanfiber_thread_fini(&w->san);
+    overflow_thread_fini();
+    sched_tls_worker = NULL;
+    return NULL;
+}
+
+/* ---- tasks ------------------------------------------------------------------ */
+
+static _Noreturn void sched_exit(worker *w, task *t)
+{
+    if (t->all_prev)
+        t->all_prev->all_next = t->all_next;
+    else
+        w->all = t->all_next;
+    if (t->all_next)
+        t->all_next->all_prev = t->all_prev;
+    if (t->timer_idx != TIMER_NONE)
+        timer_cancel(&w->timers, t);
+    COUNT(&w->n_exited, 1);
+    if (t == rt.main_task) {
+        rt.main_task = NULL;
+        __atomic_store_n(&rt.shutdown, 1, __ATOMIC_SEQ_CST);
+        for (int i = 0; i < rt.nworkers; i++)
+            if (&rt.w[i] != w)
+                sched_wake(&rt.w[i]);
+    }
+    w->dead = t;
+    sched_switch(w, t, sched_pick(w));
+    __builtin_unreachable();
+}
+
+static void task_entry(void *arg)
+{
+    task *t = arg;
+    worker *w = t->worker;
+    sanfiber_landed(&t->san);
+    sched_release_dead(w);
+    t->fn(t->arg);
+    sched_exit(t->worker, t);
+}
+
+task *sched_self(void)
+{
+    worker *w = sched_tls_worker;
+    return w ? w->current : NULL;
+}
+
+uint64_t sched_task_id(const task *t)
+{
+    return t->id;
+}
+
+void sched_prepare_wait(const char *why, const void *obj)
+{
+    task *t = sched_self();
+    t->wait_why = why;
+    t->wait_obj = obj;
+    __atomic_store_n(&t->wait_state, TASK_WAITING, __ATOMIC_RELEASE);
+}
+
+bool sched_claim(task *t)
+{
+    int expect = TASK_WAITING;
+    return __atomic_compare_exchange_n(&t->wait_state, &expect, TASK_CLAIMED,
+                                       false, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_RELAXED);
+}
+
+void sched_ready(task *t, int result)
+{
+    t->wake_result = result;
+    worker *v = t->worker, *w = sched_tls_worker;
+    if (v == w) {
+        rq_push(w, t);
+        return;
+    }
+    if (!w)
+        __atomic_store_n(&rt.external_seen, 1, __ATOMIC_SEQ_CST);
+    inbox_push(v, t);
+    sched_wake(v);
+}
+
+int sched_park_until(int64_t deadline)
+{
+    worker *w = sched_tls_worker;
+    task *t = w->current;
+    if (deadline >= 0 && timer_add(&w->timers, t, deadline)) {
+        /* No memory for the timer: end the wait now if nobody else has. */
+        if (sched_claim(t)) {
+            __atomic_store_n(&t->wait_state, TASK_RUNNING, __ATOMIC_RELAXED);
+            return -ENOMEM;
+        }
+    }
+    COUNT(&w->n_blocked, 1);
+    task *next = sched_pick(w);
+    if (next != t)
+        sched_switch(w, t, next);
+    COUNT(&w->n_blocked, -1);
+    if (t->timer_idx != TIMER_NONE)
+        timer_cancel(&w->timers, t);
+    t->wait_why = NULL;
+    __atomic_store_n(&t->wait_state, TASK_RUNNING, __ATOMIC_RELAXED);
+    return t->wake_result;
+}
+
+int sched_park(void)
+{
+    return sched_park_until(-1);
+}
+
+_Noreturn void sched_die_not_task(const char *fn)
+{
+    fprintf(stderr, "mote: %s() called outside a task: it would block this "
+                    "thread forever\n", fn);
+    abort();
+}
+
+/* ---- public task API ---------------------------------------------------------- */
+
+API int mote_go_ex(mote_fn fn, void *arg, const mote_task_opts *opts)
+{
+    if (!fn)
+        return -EINVAL;
+    int cls;
+    if (opts && opts->stack_size) {
+        cls = stack_class_of(opts->stack_size);
+        if (cls < 0)
+            return -EINVAL;
+    } else {
+        cls = -1;
+    }
+    const char *name = opts ? opts->name : NULL;
+    worker *w = sched_tls_worker;
+    if (w) {
+        task *t;
+        int r = task_create(fn, arg, name, cls < 0 ? rt.default_cls : cls,
+                            &w->stacks, &t);
+        if (r)
+            return r;
+        COUNT(&w->n_spawned, 1);
+        fresh_push(w, t);
+        sched_wake_idle(w);
+        return 0;
+    }
+    /* A plain thread: shares the runtime with its teardown. */
+    pthread_rwlock_rdlock(&rt.ext_lock);
+    if (!__atomic_load_n(&rt.state, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&rt.shutdown, __ATOMIC_ACQUIRE) || !rt.w) {
+        pthread_rwlock_unlock(&rt.ext_lock);
+        return -EPERM;
+    }
+    __atomic_store_n(&rt.external_seen, 1, __ATOMIC_SEQ_CST);
+    stack_cache cache = {0};
+    task *t;
+    int r = task_create(fn, arg, name, cls < 0 ? rt.default_cls : cls, &cache, &t);
+    stack_cache_drain(&cache);
+    if (r == 0) {
+        t->id = __atomic_fetch_add(&rt.next_id, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&rt.ext_spawned, 1, __ATOMIC_RELAXED);
+        uint32_t i = __atomic_fetch_add(&rt.ext_rr, 1, __ATOMIC_RELAXED);
+        worker *v = &rt.w[i % (uint32_t)rt.nworkers];
+        fresh_push(v, t);
+        sched_wake(v);
+    }
+    pthread_rwlock_unlock(&rt.ext_lock);
+    return r;
+}
+
+API int mote_go(mote_fn fn, void *arg)
+{
+    return mote_go_ex(fn, arg, NULL);
+}
+
+API uint64_t mote_id(void)
+{
+    task *t = sched_self();
+    return t ? t->id : 0;
+}
+
+API const char *mote_name(void)
+{
+    task *t = sched_self();
+    static __thread char buf[32];
+    return t ? task_display_name(t, buf, sizeof buf) : NULL;
+}
+
+API void mote_yield(void)
+{
+    worker *w = sched_tls_worker;
+    task *t = w ? w->current : NULL;
+    if (!t) {
+        sched_yield();
+        return;
+    }
+    rq_push(w, t);
+    task *next = sched_pick(w);
+    if (next != t)
+        sched_switch(w, t, next);
+}
+
+API int64_t mote_now(void)
+{
+    return os_now_ns();
+}
+
+API int mote_sleep(int64_t ns)
+{
+    if (!sched_self())
+        return -EPERM;
+    if (ns <= 0) {
+        mote_yield();
+        return 0;
+    }
+    int64_t now = os_now_ns();
+    int64_t deadline = ns > INT64_MAX - now ? INT64_MAX : now + ns;
+    sched_prepare_wait("sleep", NULL);
+    int r = sched_park_until(deadline);
+    return r == -ENOMEM ? r : 0;
+}
+
+/* ---- deadlock report ------------------------------------------------------------ */
+
+static void sched_report_deadlock(void)
+{
+    fprintf(stderr, "mote: all tasks are asleep - deadlock!\n");
+    for (int i = 0; i < rt.nworkers; i++) {
+        for (task *t = rt.w[i].all; t; t = t->all_next) {
+            char buf[32];
+            const char *why = t->wait_why ? t->wait_why : "running";
+            fprintf(stderr, "  task %llu (%s) [%s", (unsigned long long)t->id,
+                    task_display_name(t, buf, sizeof buf), why);
+            if (t->wait_obj)
+                fprintf(stderr, " %p", t->wait_obj);
+            fprintf(stderr, "] on worker %d\n", i);
+        }
+    }
+    fflush(stderr);
+}
+
+/* ---- mote_run ------------------------------------------------------------------------ */
+
+static void sched_teardown(int started)
+{
+    pthread_rwlock_wrlock(&rt.ext_lock);
+    for (int i = 0; i < rt.nworkers; i++)
+        sched_wake(&rt.w[i]);
+    for (int i = 1; i < started; i++)
+        pthread_join(rt.w[i].thread, NULL);
+    /* Every live task is either started (on its worker's list) or fresh. */
+    for (int i = 0; i < rt.nworkers; i++) {
+        worker *w = &rt.w[i];
+        sched_release_dead(w);
+        while (w->all) {
+            task *t = w->all;
+            w->all = t->all_next;
+            sanfiber_destroy(&t->san);
+            task_destroy(t, &w->stacks);
+        }
+        task *t;
+        while ((t = fresh_take(w, UINT32_MAX, true))) {
+            while (t) {
+                task *n = t->next;
+                task_destroy(t, &w->stacks);
+                t = n;
+            }
+        }
+        timer_free(&w->timers);
+        stack_cache_drain(&w->stacks);
+    }
+    uint64_t spawned = __atomic_load_n(&rt.ext_spawned, __ATOMIC_RELAXED);
+    for (int i = 0; i < rt.nworkers; i++)
+        spawned += rt.w[i].n_spawned;
+    __atomic_fetch_add(&sched_total_spawned, spawned, __ATOMIC_RELAXED);
+    stack_reset();
+    worker *ws = rt.w;
+    __atomic_store_n(&rt.w, NULL, __ATOMIC_RELEASE);
+    rt.nworkers = 0;
+    pthread_rwlock_unlock(&rt.ext_lock);
+    mote_free(ws);
+}
+
+API int mote_run(mote_fn main_fn, void *arg)
+{
+    if (!main_fn)
+        return -EINVAL;
+    int expect = 0;
+    if (!__atomic_compare_exchange_n(&rt.state, &expect, 1, false,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        return -EBUSY;
+    int r = config_load(&rt.cfg);
+    if (r) {
+        __atomic_store_n(&rt.state, 0, __ATOMIC_RELEASE);
+        return r;
+    }
+    overflow_install();
+    int n = rt.cfg.workers;
+    worker *ws = mote_aligned_alloc(64, sizeof(worker) * (size_t)n);
+    if (!ws) {
+        __atomic_store_n(&rt.state, 0, __ATOMIC_RELEASE);
+        return -ENOMEM;
+    }
+    memset(ws, 0, sizeof(worker) * (size_t)n);
+    rt.default_cls = stack_class_of(rt.cfg.stack_size);
+    rt.result = 0;
+    rt.next_id = 1;
+    rt.ext_spawned = 0;
+    rt.external_seen = 0;
+    rt.nsleeping = rt.nspinning = 0;
+    rt.nidle_notimer = 0;
+    __atomic_store_n(&rt.shutdown, 0, __ATOMIC_RELAXED);
+    for (int i = 0; i < n; i++) {
+        ws[i].index = i;
+        ws[i].rng = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
+    }
+    rt.nworkers = n;
+    __atomic_store_n(&rt.w, ws, __ATOMIC_RELEASE);
+
+    worker *w0 = &ws[0];
+    w0->thread = pthread_self();
+    sched_tls_worker = w0;
+    task *m;
+    r = task_create(main_fn, arg, "main", rt.default_cls, &w0->stacks, &m);
+    if (r) {
+        sched_tls_worker = NULL;
+        sched_teardown(1);
+        __atomic_store_n(&rt.state, 0, __ATOMIC_RELEASE);
+        return r;
+    }
+    rt.main_task = m;
+    COUNT(&w0->n_spawned, 1);
+    sched_adopt(w0, m);
+    rq_push(w0, m);
+
+    overflow_thread_init();
+    sanfiber_thread_init(&w0->san);
+    int started = 1;
+    for (; started < n; started++) {
+        if (pthread_create(&ws[started].thread, NULL, sched_thread, &ws[started])) {
+            fprintf(stderr, "mote: cannot start worker thread %d of %d\n",
+                    started + 1, n);
+            rt.result = -EAGAIN;
+            __atomic_store_n(&rt.shutdown, 1, __ATOMIC_SEQ_CST);
+            break;
+        }
+    }
+    sched_loop(w0);
+    sanfiber_thread_fini(&w0->san);
+    overflow_thread_fini();
+    sched_tls_worker = NULL;
+    sched_teardown(started);
+    r = rt.result;
+    __atomic_store_n(&rt.state, 0, __ATOMIC_RELEASE);
+    return r;
+}
+
+/* ---- statistics -------------------------------------------------------------------- */
+
+#include "sched_stats.h"
+
+void sched_stats_read(sched_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->spawned = __atomic_load_n(&sched_total_spawned, __ATOMIC_RELAXED);
+    pthread_rwlock_rdlock(&rt.ext_lock);
+    worker *ws = __atomic_load_n(&rt.w, __ATOMIC_ACQUIRE);
+    if (ws) {
+        uint64_t spawned = __atomic_load_n(&rt.ext_spawned, __ATOMIC_RELAXED);
+        uint64_t exited = 0;
+        int64_t blocked = 0, queued = 0;
+        for (int i = 0; i < rt.nworkers; i++) {
+            spawned += LOAD(&ws[i].n_spawned);
+            exited += LOAD(&ws[i].n_exited);
+            blocked += LOAD(&ws[i].n_blocked);
+            queued += __atomic_load_n(&ws[i].fresh_n, __ATOMIC_RELAXED);
+        }
+        s->workers = (uint64_t)rt.nworkers;
+        s->spawned += spawned;
+        s->live = spawned > exited ? spawned - exited : 0;
+        s->blocked = blocked > 0 ? (uint64_t)blocked : 0;
+        if (s->blocked > s->live)
+            s->blocked = s->live;
+        s->runnable = s->live - s->blocked;
+    }
+    pthread_rwlock_unlock(&rt.ext_lock);
+}

@@ -1,1 +1,278 @@
-/* stack.c: being written (core runtime). */
+/*
+ * stack.c - stack slots, chunks and pools (see stack.h).
+ *
+ * Locking: each class has a spin lock over its free list and bump pointer.
+ * The chunk registry is append-only while a runtime runs: entries are
+ * written before the count is published (release), so the overflow handler
+ * and metric readers walk it without a lock; stack_reset, which empties it,
+ * runs only when no task exists.  Per-worker caches are owned by their
+ * worker and need no lock.
+ */
+#include "stack.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "os/os.h"
+#include "spin.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define STACK_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STACK_ASAN 1
+#endif
+#endif
+#ifdef STACK_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
+#define STACK_MAX_CHUNKS 65536
+
+typedef struct stack_chunk {
+    uintptr_t base, end;
+    size_t slot_size; /* guard + usable */
+} stack_chunk;
+
+typedef struct stack_class {
+    int lock;
+    uintptr_t free_head; /* slot tops linked through the slot */
+    uint64_t free_count;
+    uintptr_t bump, bump_end; /* unused slots of the newest chunk */
+} stack_class;
+
+static stack_class stack_classes[STACK_NCLASS];
+static stack_chunk stack_chunks[STACK_MAX_CHUNKS];
+static uint32_t stack_nchunks; /* published with release */
+static int stack_chunk_lock;
+static uint64_t stack_in_use; /* relaxed counter */
+
+#define STACK_LINK(top) (((uintptr_t *)(top))[-2])
+
+int stack_class_of(size_t size)
+{
+    if (size < STACK_MIN || size > STACK_MAX)
+        return -EINVAL;
+    int c = 0;
+    while (((size_t)STACK_MIN << c) < size)
+        c++;
+    return c;
+}
+
+size_t stack_class_size(int cls)
+{
+    return (size_t)STACK_MIN << cls;
+}
+
+static size_t stack_slot_bytes(int cls)
+{
+    return stack_class_size(cls) + STACK_GUARD;
+}
+
+/* Maps a new chunk for cls; called with the class lock held. */
+static int stack_grow(int cls, stack_class *k)
+{
+    size_t slot = stack_slot_bytes(cls);
+    size_t nslots = ((size_t)1 << 30) / slot;
+    if (nslots < 16)
+        nslots = 16;
+    if (nslots > 4096)
+        nslots = 4096;
+    size_t len = nslots * slot;
+    spin_lock(&stack_chunk_lock);
+    uint32_t n = __atomic_load_n(&stack_nchunks, __ATOMIC_RELAXED);
+    if (n == STACK_MAX_CHUNKS) {
+        spin_unlock(&stack_chunk_lock);
+        return -ENOMEM;
+    }
+    void *p = os_reserve(len);
+    if (!p) {
+        spin_unlock(&stack_chunk_lock);
+        return -ENOMEM;
+    }
+    stack_chunks[n] = (stack_chunk){(uintptr_t)p, (uintptr_t)p + len, slot};
+    __atomic_store_n(&stack_nchunks, n + 1, __ATOMIC_RELEASE);
+    spin_unlock(&stack_chunk_lock);
+    k->bump = (uintptr_t)p;
+    k->bump_end = (uintptr_t)p + len;
+    return 0;
+}
+
+static void stack_fill(int cls, uintptr_t top, stack_slot *out)
+{
+    out->top = top;
+    out->lo = top - stack_class_size(cls);
+    out->cls = (uint8_t)cls;
+#ifdef STACK_ASAN
+    /* A task that was discarded or exited mid-frame leaves poisoned
+     * redzones behind; the next owner must start clean. */
+    __asan_unpoison_memory_region((void *)out->lo, stack_class_size(cls));
+#endif
+}
+
+/* Refills cache from the class: free slots first, then fresh ones. */
+static int stack_refill(int cls, stack_cache *cache)
+{
+    stack_class *k = &stack_classes[cls];
+    unsigned want = STACK_CACHE_MAX / 4;
+    spin_lock(&k->lock);
+    while (cache->count[cls] < want && k->free_head) {
+        uintptr_t top = k->free_head;
+        k->free_head = STACK_LINK(top);
+        k->free_count--;
+        STACK_LINK(top) = cache->head[cls];
+        cache->head[cls] = top;
+        cache->count[cls]++;
+    }
+    if (cache->count[cls] == 0) {
+        /* One fresh slot at a time: its guard costs a system call, and
+         * tasks spawned in bulk then pay it spread over their spawns. */
+        if (k->bump == k->bump_end) {
+            int r = stack_grow(cls, k);
+            if (r) {
+                spin_unlock(&k->lock);
+                return r;
+            }
+        }
+        uintptr_t base = k->bump;
+        k->bump += stack_slot_bytes(cls);
+        spin_unlock(&k->lock);
+        int r = os_guard((void *)base, STACK_GUARD);
+        if (r)
+            return r; /* the slot stays unused: an address-space leak only */
+        uintptr_t top = base + stack_slot_bytes(cls);
+        STACK_LINK(top) = 0;
+        cache->head[cls] = top;
+        cache->count[cls] = 1;
+        return 0;
+    }
+    spin_unlock(&k->lock);
+    return 0;
+}
+
+int stack_acquire(int cls, stack_cache *cache, stack_slot *out)
+{
+    if (!cache->head[cls]) {
+        int r = stack_refill(cls, cache);
+        if (r)
+            return r;
+    }
+    uintptr_t top = cache->head[cls];
+    cache->head[cls] = STACK_LINK(top);
+    cache->count[cls]--;
+    __atomic_fetch_add(&stack_in_use, 1, __ATOMIC_RELAXED);
+    stack_fill(cls, top, out);
+    return 0;
+}
+
+static void stack_spill(int cls, stack_cache *cache, unsigned keep)
+{
+    uintptr_t first = cache->head[cls], last = 0, t = first;
+    unsigned n = 0;
+    if (cache->count[cls] <= keep)
+        return;
+    /* Keep the most recently used (warmest) slots at the head. */
+    for (unsigned i = 0; i < keep; i++)
+        t = STACK_LINK(t);
+    uintptr_t moved = keep ? 0 : first;
+    if (keep) {
+        uintptr_t prev = first;
+        for (unsigned i = 1; i < keep; i++)
+            prev = STACK_LINK(prev);
+        moved = STACK_LINK(prev);
+        STACK_LINK(prev) = 0;
+    } else {
+        cache->head[cls] = 0;
+    }
+    for (t = moved; t; t = STACK_LINK(t)) {
+        last = t;
+        n++;
+    }
+    stack_class *k = &stack_classes[cls];
+    spin_lock(&k->lock);
+    STACK_LINK(last) = k->free_head;
+    k->free_head = moved;
+    k->free_count += n;
+    spin_unlock(&k->lock);
+    cache->count[cls] = keep;
+}
+
+void stack_release(const stack_slot *s, stack_cache *cache)
+{
+    int cls = s->cls;
+    STACK_LINK(s->top) = cache->head[cls];
+    cache->head[cls] = s->top;
+    cache->count[cls]++;
+    __atomic_fetch_sub(&stack_in_use, 1, __ATOMIC_RELAXED);
+    if (cache->count[cls] > STACK_CACHE_MAX)
+        stack_spill(cls, cache, STACK_CACHE_MAX / 2);
+}
+
+void stack_cache_drain(stack_cache *cache)
+{
+    for (int c = 0; c < STACK_NCLASS; c++)
+        if (cache->head[c])
+            stack_spill(c, cache, 0);
+}
+
+bool stack_guard_hit(uintptr_t addr, void **owner, size_t *size)
+{
+    uint32_t n = __atomic_load_n(&stack_nchunks, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < n; i++) {
+        const stack_chunk *c = &stack_chunks[i];
+        if (addr < c->base || addr >= c->end)
+            continue;
+        uintptr_t off = (addr - c->base) % c->slot_size;
+        if (off >= STACK_GUARD)
+            return false;
+        uintptr_t top = addr - off + c->slot_size;
+        *owner = ((void **)top)[-1];
+        *size = c->slot_size - STACK_GUARD;
+        return true;
+    }
+    return false;
+}
+
+void stack_reset(void)
+{
+    spin_lock(&stack_chunk_lock);
+    uint32_t n = __atomic_load_n(&stack_nchunks, __ATOMIC_RELAXED);
+    __atomic_store_n(&stack_nchunks, 0, __ATOMIC_RELEASE);
+    for (uint32_t i = 0; i < n; i++)
+        os_release((void *)stack_chunks[i].base,
+                   stack_chunks[i].end - stack_chunks[i].base);
+    memset(stack_classes, 0, sizeof stack_classes);
+    __atomic_store_n(&stack_in_use, 0, __ATOMIC_RELAXED);
+    spin_unlock(&stack_chunk_lock);
+}
+
+uint64_t stack_reserved_bytes(void)
+{
+    uint32_t n = __atomic_load_n(&stack_nchunks, __ATOMIC_ACQUIRE);
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < n; i++)
+        total += stack_chunks[i].end - stack_chunks[i].base;
+    return total;
+}
+
+uint64_t stack_resident_bytes(void)
+{
+    static uintptr_t lo[STACK_MAX_CHUNKS], hi[STACK_MAX_CHUNKS];
+    static int scratch_lock;
+    /* smaps is read under a lock only to share the scratch arrays. */
+    spin_lock(&scratch_lock);
+    uint32_t n = __atomic_load_n(&stack_nchunks, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < n; i++) {
+        lo[i] = stack_chunks[i].base;
+        hi[i] = stack_chunks[i].end;
+    }
+    uint64_t r = n ? os_rss_in_ranges(lo, hi, n) : 0;
+    spin_unlock(&scratch_lock);
+    return r;
+}
+
+uint64_t stack_slots_in_use(void)
+{
+    return __atomic_load_n(&stack_in_use, __ATOMIC_RELAXED);
+}

@@ -1,1 +1,48 @@
-/* task.c: being written (core runtime). */
+/*
+ * task.c - task descriptors: creation with a stack slot, destruction, and
+ * naming for diagnostics.  The descriptor comes from mote's heap; the stack
+ * from the caller's stack cache (see task.h for ownership).
+ */
+#include "task.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+int task_create(mote_fn fn, void *arg, const char *name, int cls,
+                stack_cache *cache, task **out)
+{
+    task *t = mote_malloc(sizeof *t);
+    if (!t)
+        return -ENOMEM;
+    memset(t, 0, sizeof *t);
+    int r = stack_acquire(cls, cache, &t->stack);
+    if (r) {
+        mote_free(t);
+        return r;
+    }
+    t->fn = fn;
+    t->arg = arg;
+    t->name = name;
+    t->timer_idx = TIMER_NONE;
+    *out = t;
+    return 0;
+}
+
+void task_destroy(task *t, stack_cache *cache)
+{
+    stack_release(&t->stack, cache);
+    mote_free(t);
+}
+
+const char *task_display_name(const task *t, char *buf, size_t len)
+{
+    if (t->name)
+        return t->name;
+    Dl_info info;
+    if (dladdr((void *)(uintptr_t)t->fn, &info) && info.dli_sname)
+        return info.dli_sname;
+    snprintf(buf, len, "%p", (void *)(uintptr_t)t->fn);
+    return buf;
+}

@@ -1,1 +1,97 @@
-/* timer.c: being written (core runtime). */
+/*
+ * timer.c - per-worker timer heap (see timer.h).  Invariant: v[i]->timer_idx
+ * == i for every i < n, and v[i]->deadline >= v[(i-1)/2]->deadline.
+ */
+#include "timer.h"
+
+#include <errno.h>
+
+#include "task.h"
+
+static void timer_set(timer_heap *h, uint32_t i, task *t)
+{
+    h->v[i] = t;
+    t->timer_idx = i;
+}
+
+static void timer_up(timer_heap *h, uint32_t i)
+{
+    task *t = h->v[i];
+    while (i > 0) {
+        uint32_t p = (i - 1) / 2;
+        if (h->v[p]->deadline <= t->deadline)
+            break;
+        timer_set(h, i, h->v[p]);
+        i = p;
+    }
+    timer_set(h, i, t);
+}
+
+static void timer_down(timer_heap *h, uint32_t i)
+{
+    task *t = h->v[i];
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && h->v[c + 1]->deadline < h->v[c]->deadline)
+            c++;
+        if (t->deadline <= h->v[c]->deadline)
+            break;
+        timer_set(h, i, h->v[c]);
+        i = c;
+    }
+    timer_set(h, i, t);
+}
+
+int timer_add(timer_heap *h, task *t, int64_t deadline)
+{
+    if (h->n == h->cap) {
+        uint32_t cap = h->cap ? h->cap * 2 : 64;
+        task **v = mote_realloc(h->v, cap * sizeof *v);
+        if (!v)
+            return -ENOMEM;
+        h->v = v;
+        h->cap = cap;
+    }
+    t->deadline = deadline;
+    h->v[h->n] = t;
+    t->timer_idx = h->n++;
+    timer_up(h, t->timer_idx);
+    return 0;
+}
+
+void timer_cancel(timer_heap *h, task *t)
+{
+    uint32_t i = t->timer_idx;
+    if (i == TIMER_NONE)
+        return;
+    t->timer_idx = TIMER_NONE;
+    task *last = h->v[--h->n];
+    if (i == h->n)
+        return;
+    timer_set(h, i, last);
+    timer_up(h, i);
+    timer_down(h, last->timer_idx);
+}
+
+int64_t timer_next(const timer_heap *h)
+{
+    return h->n ? h->v[0]->deadline : INT64_MAX;
+}
+
+task *timer_pop_due(timer_heap *h, int64_t now)
+{
+    if (!h->n || h->v[0]->deadline > now)
+        return NULL;
+    task *t = h->v[0];
+    timer_cancel(h, t);
+    return t;
+}
+
+void timer_free(timer_heap *h)
+{
+    mote_free(h->v);
+    h->v = NULL;
+    h->n = h->cap = 0;
+}

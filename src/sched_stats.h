@@ -1,0 +1,17 @@
+/*
+ * sched_stats.h - a snapshot of scheduler counters for metrics.  Read
+ * without stopping anything: counters are single-writer, so the snapshot is
+ * a consistent-enough sum, never torn per value.
+ */
+#ifndef MOTE_SCHED_STATS_H
+#define MOTE_SCHED_STATS_H
+
+#include <stdint.h>
+
+typedef struct sched_stats {
+    uint64_t live, runnable, blocked, spawned, workers;
+} sched_stats;
+
+void sched_stats_read(sched_stats *s);
+
+#endif

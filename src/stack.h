@@ -1,0 +1,66 @@
+/*
+ * stack.h - fixed-address task stacks carved from large reservations.
+ *
+ * A stack class holds every slot of one size (a power of two, 8 KiB-1 GiB).
+ * Slots live in chunks: one anonymous MAP_NORESERVE mapping each, holding
+ * many slots, so a million stacks take a few hundred mappings, not a
+ * million.  Slot layout, low to high: [guard STACK_GUARD][usable stack];
+ * the top STACK_TOP_RESERVED bytes hold the owning task pointer (for the
+ * overflow handler) and the free-list link.  A slot never moves while a task
+ * owns it; freed slots are pooled per worker (no lock) and per class (lock).
+ */
+#ifndef MOTE_STACK_H
+#define MOTE_STACK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define STACK_GUARD (16u * 1024)
+#define STACK_TOP_RESERVED 32u
+#define STACK_MIN (8u * 1024)
+#define STACK_MAX ((size_t)1 << 30)
+#define STACK_NCLASS 18 /* 8 KiB << 0 .. 1 GiB */
+#define STACK_CACHE_MAX 128
+
+typedef struct stack_slot {
+    uintptr_t lo;  /* lowest usable byte (just above the guard) */
+    uintptr_t top; /* one past the highest byte of the slot */
+    uint8_t cls;
+} stack_slot;
+
+/* A worker's private pool of free slots, per class. */
+typedef struct stack_cache {
+    uintptr_t head[STACK_NCLASS]; /* slot tops, linked through the slot */
+    uint32_t count[STACK_NCLASS];
+} stack_cache;
+
+/* The class for a requested size, or -EINVAL when out of range. */
+int stack_class_of(size_t size);
+size_t stack_class_size(int cls);
+
+/* Takes a slot of class cls, from cache first.  0 or -ENOMEM. */
+int stack_acquire(int cls, stack_cache *cache, stack_slot *out);
+/* Returns a slot to cache (spilling half of a full cache to the class). */
+void stack_release(const stack_slot *s, stack_cache *cache);
+/* Moves every slot of cache back to the classes. */
+void stack_cache_drain(stack_cache *cache);
+
+/* Records the owner of a slot (read by the overflow handler). */
+static inline void stack_set_owner(const stack_slot *s, void *owner)
+{
+    ((void **)s->top)[-1] = owner;
+}
+
+/* Async-signal-safe: if addr is in some slot's guard, its owner pointer
+ * (as stored by stack_set_owner) and usable size; else false. */
+bool stack_guard_hit(uintptr_t addr, void **owner, size_t *size);
+
+/* Unmaps every chunk: only when no task exists (end of mote_run). */
+void stack_reset(void);
+
+uint64_t stack_reserved_bytes(void);
+uint64_t stack_resident_bytes(void); /* measured: /proc/self/smaps */
+uint64_t stack_slots_in_use(void);
+
+#endif /* MOTE_STACK_H */
