@@ -115,9 +115,9 @@ int mote_wg_done(mote_wg *wg);
 void mote_wg_wait(mote_wg *wg);
 
 typedef struct mote_mutex {
-    int lock;
-    int locked;
-    uint64_t owner;
+    int lock;       /* guards waiters */
+    int state;      /* locked / a waiter woken / waiters queued (bits) */
+    uint64_t owner; /* task id of the holder, for diagnostics */
     mote_waitq waiters;
 } mote_mutex;
 #define MOTE_MUTEX_INIT {0, 0, 0, {0, 0}}

@@ -1,0 +1,334 @@
+/*
+ * select.c - mote_select: wait on several channel operations, complete
+ * exactly one.
+ *
+ * Algorithm (the shape of Go's selectgo):
+ *  1. validate every case; cases with a NULL channel take no part;
+ *  2. shuffle the live cases into a random poll order, and sort them by
+ *     channel address into the lock order;
+ *  3. lock every distinct channel in lock order (a fixed global order, so
+ *     two selects never deadlock on each other's channels);
+ *  4. walk the poll order and complete the first case that can proceed.
+ *     The first ready case of a uniformly random permutation is a uniformly
+ *     random ready case: that is the fairness guarantee;
+ *  5. if none can and the timeout is 0, unlock and return -EAGAIN;
+ *  6. otherwise publish one wait record per live case (on the stack, or on
+ *     the heap for many cases) in each channel's send or receive queue,
+ *     unlock, and park (with a timer when timeout > 0);
+ *  7. whoever claims the task (a peer on one channel, or the timer) decides
+ *     the outcome; afterwards relock every channel and take the remaining
+ *     records out of their queues, tolerating records that a peer already
+ *     popped when it lost the claim.
+ *
+ * Locking: channel locks only, always in address order, never held across
+ * a park.  The peer that completes a case does the data copy itself (into or
+ * out of the case's elem) before readying the task, exactly as for a plain
+ * send or receive; it passes the case index through sched_ready.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include "chan.h"
+#include "spin.h"
+
+#define SELECT_MAX_CASES 65536
+#define SELECT_INLINE 8
+
+/* Per-thread PRNG (splitmix64): fast, and state per thread needs no
+ * synchronisation.  Quality is ample for picking a case. */
+static __thread uint64_t select_rng_state;
+
+static uint64_t select_rand(void)
+{
+    uint64_t z = select_rng_state;
+    if (__builtin_expect(z == 0, 0)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        z = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^
+            (uint64_t)(uintptr_t)&select_rng_state;
+    }
+    z += 0x9e3779b97f4a7c15ull;
+    select_rng_state = z;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, n): the multiply-high method, bias below n / 2^64. */
+static inline uint32_t select_below(uint32_t n)
+{
+    return (uint32_t)(((unsigned __int128)select_rand() * n) >> 64);
+}
+
+static inline uintptr_t select_key(const mote_case *cases, uint32_t i)
+{
+    return (uintptr_t)cases[i].chan;
+}
+
+static void select_sift(const mote_case *cases, uint32_t *idx, uint32_t root,
+                        uint32_t end)
+{
+    for (;;) {
+        uint32_t child = 2 * root + 1;
+        if (child >= end)
+            return;
+        if (child + 1 < end &&
+            select_key(cases, idx[child]) < select_key(cases, idx[child + 1]))
+            child++;
+        if (select_key(cases, idx[root]) >= select_key(cases, idx[child]))
+            return;
+        uint32_t t = idx[root];
+        idx[root] = idx[child];
+        idx[child] = t;
+        root = child;
+    }
+}
+
+/* Sorts idx[0..n) by channel address: insertion sort for the usual handful
+ * of cases, heapsort beyond (no allocation, O(n log n)). */
+static void select_sort(const mote_case *cases, uint32_t *idx, uint32_t n)
+{
+    if (n <= 16) {
+        for (uint32_t i = 1; i < n; i++) {
+            uint32_t v = idx[i];
+            uintptr_t k = select_key(cases, v);
+            uint32_t j = i;
+            while (j > 0 && select_key(cases, idx[j - 1]) > k) {
+                idx[j] = idx[j - 1];
+                j--;
+            }
+            idx[j] = v;
+        }
+        return;
+    }
+    for (uint32_t i = n / 2; i-- > 0;)
+        select_sift(cases, idx, i, n);
+    for (uint32_t end = n - 1; end > 0; end--) {
+        uint32_t t = idx[0];
+        idx[0] = idx[end];
+        idx[end] = t;
+        select_sift(cases, idx, 0, end);
+    }
+}
+
+static void select_lock(const mote_case *cases, const uint32_t *lockorder,
+                        uint32_t n)
+{
+    mote_chan *prev = NULL;
+    for (uint32_t k = 0; k < n; k++) {
+        mote_chan *c = cases[lockorder[k]].chan;
+        if (c != prev)
+            spin_lock(&c->lock);
+        prev = c;
+    }
+}
+
+static void select_unlock(const mote_case *cases, const uint32_t *lockorder,
+                          uint32_t n)
+{
+    mote_chan *prev = NULL;
+    for (uint32_t k = n; k-- > 0;) {
+        mote_chan *c = cases[lockorder[k]].chan;
+        if (c != prev)
+            spin_unlock(&c->lock);
+        prev = c;
+    }
+}
+
+/* Tries to complete case i with every channel locked.  Returns true when it
+ * did; *peer is then a claimed task to ready after unlocking (or NULL) and
+ * *peer_val the value to ready it with. */
+static bool select_try(mote_case *cs, task **peer, int *peer_val)
+{
+    mote_chan *c = cs->chan;
+    chan_waiter *w;
+    *peer = NULL;
+    if (cs->op == MOTE_RECV) {
+        if ((w = chan_waitq_claim(&c->sendq)) != NULL) {
+            chan_recv_from_sender(c, w, cs->elem);
+            *peer = w->t;
+            *peer_val = w->is_select ? (int)w->idx : w->result;
+            cs->result = 0;
+            return true;
+        }
+        if (c->count > 0) {
+            chan_buf_take(c, cs->elem);
+            cs->result = 0;
+            return true;
+        }
+        if (c->closed) {
+            if (cs->elem)
+                memset(cs->elem, 0, c->elem_size);
+            cs->result = MOTE_ECLOSED;
+            return true;
+        }
+        return false;
+    }
+    if (c->closed) {
+        cs->result = MOTE_ECLOSED;
+        return true;
+    }
+    if ((w = chan_waitq_claim(&c->recvq)) != NULL) {
+        chan_send_to_receiver(c, w, cs->elem);
+        *peer = w->t;
+        *peer_val = w->is_select ? (int)w->idx : w->result;
+        cs->result = 0;
+        return true;
+    }
+    if (c->count < c->cap) {
+        chan_buf_put(c, cs->elem);
+        cs->result = 0;
+        return true;
+    }
+    return false;
+}
+
+/* A select that can never fire: no live case and no timeout. */
+static _Noreturn void select_block_forever(void)
+{
+    for (;;) { /* nothing claims us; deadlock detection reports the task */
+        sched_prepare_wait("select (no cases)", NULL);
+        sched_park();
+    }
+}
+
+MOTE_API int mote_select(mote_case *cases, size_t n, int64_t timeout_ns)
+{
+    if (n > 0 && cases == NULL)
+        return -EINVAL;
+    if (n > SELECT_MAX_CASES)
+        return -EINVAL;
+    uint32_t live = 0;
+    for (size_t i = 0; i < n; i++) {
+        mote_chan *c = cases[i].chan;
+        if (cases[i].op != MOTE_SEND && cases[i].op != MOTE_RECV)
+            return -EINVAL;
+        if (c == NULL)
+            continue;
+        if (!chan_valid(c))
+            return -EINVAL;
+        if (cases[i].op == MOTE_SEND && cases[i].elem == NULL &&
+            c->elem_size != 0)
+            return -EINVAL;
+        live++;
+    }
+    task *self = sched_self();
+    if (timeout_ns != 0 && self == NULL)
+        return -EPERM;
+    int64_t deadline = -1;
+    if (timeout_ns > 0) {
+        int64_t now = mote_now();
+        deadline = timeout_ns > INT64_MAX - now ? INT64_MAX : now + timeout_ns;
+    }
+
+    if (live == 0) {
+        if (timeout_ns == 0)
+            return -EAGAIN;
+        if (timeout_ns < 0)
+            select_block_forever();
+        for (;;) { /* only the timer can claim us */
+            sched_prepare_wait("select", cases);
+            if (sched_park_until(deadline) == -ETIMEDOUT)
+                return -ETIMEDOUT;
+        }
+    }
+
+    uint32_t inline_idx[2 * SELECT_INLINE];
+    chan_waiter inline_rec[SELECT_INLINE];
+    uint32_t *pollorder = inline_idx, *lockorder = inline_idx + SELECT_INLINE;
+    chan_waiter *rec = inline_rec;
+    void *heap = NULL;
+    if (live > SELECT_INLINE) {
+        /* records first: they need pointer alignment */
+        heap = mote_malloc(live * (sizeof(chan_waiter) + 2 * sizeof(uint32_t)));
+        if (!heap)
+            return -ENOMEM;
+        rec = heap;
+        pollorder = (uint32_t *)(rec + live);
+        lockorder = pollorder + live;
+    }
+
+    /* Random poll order: an inside-out Fisher-Yates over the live cases. */
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < (uint32_t)n; i++) {
+        if (cases[i].chan == NULL)
+            continue;
+        uint32_t j = select_below(m + 1);
+        pollorder[m] = pollorder[j];
+        pollorder[j] = i;
+        lockorder[m] = i;
+        m++;
+    }
+    select_sort(cases, lockorder, live);
+
+    select_lock(cases, lockorder, live);
+    for (uint32_t k = 0; k < live; k++) {
+        uint32_t i = pollorder[k];
+        task *peer;
+        int peer_val = 0;
+        if (select_try(&cases[i], &peer, &peer_val)) {
+            select_unlock(cases, lockorder, live);
+            if (peer)
+                sched_ready(peer, peer_val);
+            if (heap)
+                mote_free(heap);
+            return (int)i;
+        }
+    }
+    if (timeout_ns == 0) {
+        select_unlock(cases, lockorder, live);
+        if (heap)
+            mote_free(heap);
+        return -EAGAIN;
+    }
+
+    /* Nothing ready: wait on every live case at once. */
+    sched_prepare_wait("select", cases);
+    for (uint32_t k = 0; k < live; k++) {
+        uint32_t i = lockorder[k];
+        chan_waiter *w = &rec[k];
+        w->t = self;
+        w->elem = cases[i].elem;
+        w->idx = i;
+        w->is_select = true;
+        w->result = 0;
+        mote_chan *c = cases[i].chan;
+        chan_waitq_push(cases[i].op == MOTE_SEND ? &c->sendq : &c->recvq, w);
+    }
+    select_unlock(cases, lockorder, live);
+
+    int r = sched_park_until(deadline);
+
+    /* Claimed (by a peer or the timer): no one else will complete a case of
+     * ours, but our other records may still be queued.  With one record and
+     * a peer's claim, the peer already unlinked it (and that happened before
+     * our wake-up), so there is nothing to clean. */
+    int result = 0;
+    if (r >= 0) {
+        for (uint32_t k = 0; k < live; k++)
+            if (rec[k].idx == (uint32_t)r)
+                result = rec[k].result;
+    }
+    if (live > 1 || r < 0) {
+        select_lock(cases, lockorder, live);
+        for (uint32_t k = 0; k < live; k++) {
+            if (!rec[k].linked)
+                continue;
+            mote_case *cs = &cases[rec[k].idx];
+            chan_waitq_remove(cs->op == MOTE_SEND ? &cs->chan->sendq
+                                                  : &cs->chan->recvq,
+                              &rec[k]);
+        }
+        select_unlock(cases, lockorder, live);
+    }
+    if (heap)
+        mote_free(heap);
+    if (r < 0)
+        return r; /* -ETIMEDOUT */
+    cases[r].result = result;
+    if (result == MOTE_ECLOSED && cases[r].op == MOTE_RECV && cases[r].elem)
+        memset(cases[r].elem, 0, cases[r].chan->elem_size);
+    return r;
+}
