@@ -1,0 +1,881 @@
+#!/usr/bin/env python3
+"""report.py - turns the raw key=value lines of bench/run.sh into REPORT.md
+and SVG charts (hand-written SVG: standard library only).
+
+Inputs (all under --raw, every line `key=value key=value ...`):
+  meta.txt, machine.txt  one `key=value` per line (values may have spaces)
+  seed.txt      kind=seed|seedt|skip lines of bench/seed/seed{.c,.go}
+  micro.txt     name=... impl=... workers=... ns_per_op=... (yield, spawn)
+  chan.txt      the same format, from bench/tasks/run_chan.sh
+  malloc.txt    bench/malloc/run.sh output (parsed leniently, see malloc_*)
+  idle.txt      kind=idle lines of bench/go/bigfree.go
+  failures.txt  kind=fail lines written by run.sh
+Every comparison reports the median over repetitions with min and max.
+"""
+import argparse
+import math
+import os
+import re
+import statistics
+import sys
+
+GiB = 1 << 30
+MiB = 1 << 20
+KiB = 1 << 10
+
+
+# ---------------------------------------------------------------- parsing
+def parse_kv_line(line):
+    d = {}
+    for tok in line.split():
+        if "=" in tok:
+            k, v = tok.split("=", 1)
+            d[k] = v
+    return d
+
+
+def read_lines(path):
+    if not os.path.exists(path):
+        return []
+    out = []
+    with open(path, errors="replace") as f:
+        for line in f:
+            line = line.strip()
+            if "=" in line and not line.startswith("#"):
+                d = parse_kv_line(line)
+                if d:
+                    out.append(d)
+    return out
+
+
+def read_props(path):
+    d = {}
+    if os.path.exists(path):
+        with open(path, errors="replace") as f:
+            for line in f:
+                if "=" in line:
+                    k, v = line.rstrip("\n").split("=", 1)
+                    d[k.strip()] = v.strip()
+    return d
+
+
+def num(d, *keys, default=None):
+    """First key of d that parses as a number."""
+    for k in keys:
+        if k in d:
+            try:
+                return float(d[k])
+            except ValueError:
+                pass
+    return default
+
+
+# ---------------------------------------------------------------- stats
+class Stat:
+    def __init__(self, values):
+        self.values = [v for v in values if v is not None and not math.isnan(v)]
+
+    def __bool__(self):
+        return bool(self.values)
+
+    @property
+    def med(self):
+        return statistics.median(self.values) if self.values else None
+
+    @property
+    def lo(self):
+        return min(self.values) if self.values else None
+
+    @property
+    def hi(self):
+        return max(self.values) if self.values else None
+
+    @property
+    def n(self):
+        return len(self.values)
+
+
+def fmt_bytes(b):
+    if b is None:
+        return "—"
+    a = abs(b)
+    if a >= GiB:
+        return "%.2f GiB" % (b / GiB)
+    if a >= MiB:
+        return "%.1f MiB" % (b / MiB)
+    if a >= KiB:
+        return "%.1f KiB" % (b / KiB)
+    return "%d B" % b
+
+
+def fmt_ns(v):
+    if v is None:
+        return "—"
+    if v >= 1e6:
+        return "%.2f ms" % (v / 1e6)
+    if v >= 1e3:
+        return "%.2f µs" % (v / 1e3)
+    if v >= 100:
+        return "%.0f ns" % v
+    return "%.1f ns" % v
+
+
+def fmt_ms(v):
+    if v is None:
+        return "—"
+    if v >= 1000:
+        return "%.2f s" % (v / 1000)
+    return "%.0f ms" % v if v >= 10 else "%.1f ms" % v
+
+
+def fmt_num(v, digits=1):
+    return "—" if v is None else ("%." + str(digits) + "f") % v
+
+
+def fmt_stat(st, f):
+    """median (min–max) with the formatter f; just the median if 1 value."""
+    if not st:
+        return "—"
+    lo, hi = f(st.lo), f(st.hi)
+    if st.n == 1 or lo == hi:
+        return f(st.med)
+    return "%s <sub>(%s–%s)</sub>" % (f(st.med), lo, hi)
+
+
+def ratio_text(mote, peer, lower_is_better=True, what=("faster", "slower")):
+    """'3.2× faster' style: how mote compares with peer."""
+    if mote is None or peer is None or mote <= 0 or peer <= 0:
+        return "—"
+    r = peer / mote if lower_is_better else mote / peer
+    if r >= 1:
+        return "%.2f× %s" % (r, what[0])
+    return "%.2f× %s" % (1 / r, what[1])
+
+
+def case_label(n, mode):
+    n = int(n)
+    nl = "%dM" % (n // 1000000) if n >= 1000000 and n % 1000000 == 0 else (
+        "%dk" % (n // 1000) if n % 1000 == 0 else str(n))
+    ml = {"idle": "idle", "8k": "8 KiB once", "64k": "64 KiB once"}.get(mode, mode)
+    return "%s × %s" % (nl, ml)
+
+
+# ---------------------------------------------------------------- SVG charts
+PALETTE = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
+           "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"]
+
+
+def nice_ticks(lo, hi, n=6):
+    if hi <= lo:
+        hi = lo + 1
+    span = hi - lo
+    step = 10 ** math.floor(math.log10(span / n))
+    for m in (1, 2, 2.5, 5, 10):
+        if span / (step * m) <= n:
+            step *= m
+            break
+    start = math.floor(lo / step) * step
+    ticks = []
+    t = start
+    while t <= hi + step * 1e-9:
+        if t >= lo - step * 1e-9:
+            ticks.append(round(t, 12))
+        t += step
+    return ticks, step
+
+
+def log_ticks(lo, hi):
+    ticks = []
+    e0, e1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    for e in range(e0, e1 + 1):
+        for m in (1, 2, 5):
+            v = m * 10 ** e
+            if lo * 0.999 <= v <= hi * 1.001:
+                ticks.append(v)
+    if len(ticks) > 10:
+        ticks = [t for t in ticks if str(t).lstrip("0.").startswith("1")]
+    return ticks
+
+
+def esc(s):
+    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def line_chart(path, title, xlabel, ylabel, series, logx=False, logy=False,
+               xfmt=str, yfmt=None, note=None, ymin0=True, hline=None, yunit=1):
+    """series: [{'name', 'points': [(x, y)], 'dash': bool, 'color'}]; y
+    values are divided by yunit (e.g. GiB) before plotting."""
+    yfmt = yfmt or (lambda v: "%g" % v)
+    series = [dict(s, points=[(x, y / yunit) for x, y in s["points"] if y is not None])
+              for s in series if s["points"]]
+    if hline is not None:
+        hline = (hline[0] / yunit, hline[1])
+    W, H = 760, 440
+    L, R, T, B = 80, 200, 44, 56
+    pw, ph = W - L - R, H - T - B
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
+           'viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">' % (W, H, W, H),
+           '<rect width="100%" height="100%" fill="white"/>',
+           '<text x="%d" y="20" font-size="15" font-weight="bold">%s</text>' % (L, esc(title))]
+    if not series:
+        out.append('<text x="%d" y="%d">no data</text>' % (L + 20, T + 40))
+        out.append("</svg>")
+        with open(path, "w") as f:
+            f.write("\n".join(out))
+        return
+    xs = [p[0] for s in series for p in s["points"]]
+    ys = [p[1] for s in series for p in s["points"]]
+    if hline is not None:
+        ys.append(hline[0])
+    if logx:
+        xs = [x for x in xs if x > 0]
+        xlo, xhi = min(xs) / 1.3, max(xs) * 1.3
+    else:
+        xlo, xhi = min(xs), max(xs)
+        if xlo == xhi:
+            xlo, xhi = xlo - 1, xhi + 1
+    if logy:
+        ys = [y for y in ys if y > 0]
+        ylo, yhi = min(ys) / 1.5, max(ys) * 1.5
+    else:
+        ylo, yhi = (0 if ymin0 else min(ys)), max(ys) * 1.08
+        if yhi <= ylo:
+            yhi = ylo + 1
+
+    def X(x):
+        if logx:
+            return L + pw * (math.log10(max(x, 1e-300)) - math.log10(xlo)) / (math.log10(xhi) - math.log10(xlo))
+        return L + pw * (x - xlo) / (xhi - xlo)
+
+    def Y(y):
+        if logy:
+            return T + ph - ph * (math.log10(max(y, 1e-300)) - math.log10(ylo)) / (math.log10(yhi) - math.log10(ylo))
+        return T + ph - ph * (y - ylo) / (yhi - ylo)
+
+    xt = log_ticks(xlo, xhi) if logx else nice_ticks(xlo, xhi)[0]
+    yt = log_ticks(ylo, yhi) if logy else nice_ticks(ylo, yhi)[0]
+    for t in yt:
+        out.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#e5e5e5"/>' % (L, L + pw, Y(t), Y(t)))
+        out.append('<text x="%d" y="%.1f" text-anchor="end">%s</text>' % (L - 6, Y(t) + 4, esc(yfmt(t))))
+    for t in xt:
+        out.append('<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#eeeeee"/>' % (X(t), X(t), T, T + ph))
+        out.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (X(t), T + ph + 18, esc(xfmt(t))))
+    out.append('<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#444"/>' % (L, T, pw, ph))
+    out.append('<text x="%d" y="%d" text-anchor="middle">%s</text>' % (L + pw / 2, H - 14, esc(xlabel)))
+    out.append('<text transform="translate(18,%d) rotate(-90)" text-anchor="middle">%s</text>' % (T + ph / 2, esc(ylabel)))
+    if hline is not None:
+        out.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#555" stroke-dasharray="2,3"/>' % (L, L + pw, Y(hline[0]), Y(hline[0])))
+        out.append('<text x="%d" y="%.1f" fill="#555" text-anchor="end">%s</text>' % (L + pw - 4, Y(hline[0]) - 4, esc(hline[1])))
+    for i, s in enumerate(series):
+        c = s.get("color") or PALETTE[i % len(PALETTE)]
+        pts = sorted(s["points"])
+        pts = [p for p in pts if (p[0] > 0 or not logx) and (p[1] > 0 or not logy)]
+        d = " ".join("%s%.1f,%.1f" % ("M" if j == 0 else "L", X(x), Y(y)) for j, (x, y) in enumerate(pts))
+        dash = ' stroke-dasharray="6,4"' if s.get("dash") else ""
+        out.append('<path d="%s" fill="none" stroke="%s" stroke-width="2"%s/>' % (d, c, dash))
+        if len(pts) <= 40:
+            for x, y in pts:
+                out.append('<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>' % (X(x), Y(y), c))
+        ly = T + 14 + 18 * i
+        out.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2"%s/>' % (L + pw + 12, L + pw + 36, ly - 4, ly - 4, c, dash))
+        out.append('<text x="%d" y="%d">%s</text>' % (L + pw + 42, ly, esc(s["name"])))
+    if note:
+        out.append('<text x="%d" y="%d" font-size="11" fill="#555">%s</text>' % (L, T - 8, esc(note)))
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+
+
+def bar_chart(path, title, rows, xlabel):
+    """Horizontal bars of mote's speed-up over Go (log scale, 1 = parity).
+    rows: [(label, ratio)] with ratio = go_time / mote_time."""
+    rows = [r for r in rows if r[1] and r[1] > 0]
+    W = 760
+    L, R, T, B = 230, 60, 44, 50
+    bh = 22
+    H = T + B + bh * max(1, len(rows))
+    pw = W - L - R
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
+           'font-family="sans-serif" font-size="12">' % (W, H, W, H),
+           '<rect width="100%" height="100%" fill="white"/>',
+           '<text x="10" y="24" font-size="15" font-weight="bold">%s</text>' % esc(title)]
+    if rows:
+        lo = min(0.25, min(r[1] for r in rows) / 1.5)
+        hi = max(4, max(r[1] for r in rows) * 1.5)
+
+        def X(v):
+            return L + pw * (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo))
+        for t in log_ticks(lo, hi):
+            out.append('<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#eee"/>' % (X(t), X(t), T, H - B))
+            out.append('<text x="%.1f" y="%d" text-anchor="middle">%g×</text>' % (X(t), H - B + 16, t))
+        for i, (label, r) in enumerate(rows):
+            y = T + i * bh
+            x0, x1 = X(1), X(r)
+            c = "#2ca02c" if r >= 1 else "#d62728"
+            out.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"/>' % (min(x0, x1), y + 3, abs(x1 - x0), bh - 6, c))
+            out.append('<text x="%d" y="%d" text-anchor="end">%s</text>' % (L - 6, y + bh - 7, esc(label)))
+            out.append('<text x="%.1f" y="%d" %s>%.2f×</text>' % (x1 + (4 if r >= 1 else -4), y + bh - 7,
+                                                                   'text-anchor="start"' if r >= 1 else 'text-anchor="end"', r))
+        out.append('<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#333"/>' % (X(1), X(1), T, H - B))
+    out.append('<text x="%d" y="%d" text-anchor="middle">%s</text>' % (L + pw / 2, H - 12, esc(xlabel)))
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+
+
+def count_fmt(v):
+    if v >= 1e6:
+        return "%gM" % (v / 1e6)
+    if v >= 1e3:
+        return "%gk" % (v / 1e3)
+    return "%g" % v
+
+
+# ---------------------------------------------------------------- sections
+class Report:
+    def __init__(self, raw, out, mode):
+        self.raw, self.out, self.mode = raw, out, mode
+        self.meta = read_props(os.path.join(raw, "meta.txt"))
+        self.machine = read_props(os.path.join(raw, "machine.txt"))
+        self.seed = read_lines(os.path.join(raw, "seed.txt"))
+        self.micro = read_lines(os.path.join(raw, "micro.txt")) + read_lines(os.path.join(raw, "chan.txt"))
+        self.malloc = read_lines(os.path.join(raw, "malloc.txt"))
+        self.idle = read_lines(os.path.join(raw, "idle.txt"))
+        self.failures = read_lines(os.path.join(raw, "failures.txt"))
+        self.summary = []  # (area, target, measured, verdict)
+        self.md = []
+        self.charts = []
+
+    def verdict(self, ok):
+        if ok is None:
+            return "— no data"
+        return "✅ met" if ok else "❌ not yet"
+
+    def add_summary(self, area, target, measured, ok):
+        self.summary.append((area, target, measured, self.verdict(ok)))
+
+    # ---------------------------------------------------------- seed
+    def seed_runs(self):
+        """{(impl, n, mode): [run dict per rep]} with phases and samples merged."""
+        runs = {}
+        for d in self.seed:
+            if d.get("kind") not in ("seed", "seedt"):
+                continue
+            key = (d.get("impl"), int(d.get("n", 0)), d.get("mode"))
+            rep = d.get("rep", "0")
+            r = runs.setdefault(key, {}).setdefault(rep, {"samples": [], "gcs": []})
+            if d["kind"] == "seed":
+                r[d.get("phase", "?")] = d
+            elif d.get("event", "").startswith("gc"):
+                r["gcs"].append(d)
+            else:
+                r["samples"].append(d)
+        return {k: list(v.values()) for k, v in runs.items()}
+
+    @staticmethod
+    def sample_at(run, t_ms):
+        """The last sample taken at or before t_ms (+50 ms slack)."""
+        best = None
+        for s in run["samples"]:
+            t = num(s, "t_ms")
+            if t is not None and t <= t_ms + 50:
+                if best is None or t > num(best, "t_ms"):
+                    best = s
+        return best
+
+    def seed_metrics(self, impl, n, mode, runs):
+        rs = runs.get((impl, n, mode), [])
+        m = {}
+
+        def col(f):
+            vals = []
+            for r in rs:
+                try:
+                    vals.append(f(r))
+                except (KeyError, TypeError, ZeroDivisionError):
+                    pass
+            return Stat(vals)
+        spawned = lambda r: num(r["parked"], "spawned")
+        m["spawn_ms"] = col(lambda r: num(r["parked"], "spawn_ms"))
+        m["guard"] = any(r.get("parked", {}).get("guard") == "hit" for r in rs)
+        m["spawned"] = col(spawned)
+        m["stack_parked"] = col(lambda r: num(r["parked"], "stack_inuse") / spawned(r) if num(r["parked"], "stack_inuse", default=-1) >= 0 else None)
+        m["rss_parked"] = col(lambda r: num(r["parked"], "rss"))
+        m["pte_parked"] = col(lambda r: num(r["parked"], "pte"))
+        m["hwm"] = col(lambda r: num(r["parked"], "hwm"))
+        m["minflt_per_task"] = col(lambda r: num(r["parked"], "minflt") / spawned(r))
+        if impl == "mote":
+            m["peak"] = col(lambda r: num(r["exited"], "maxrss"))
+            s1 = lambda r: self.sample_at(r, 1000)
+            m["total_1s"] = col(lambda r: num(s1(r), "rss") + num(s1(r), "pte"))
+            m["rss_1s"] = col(lambda r: num(s1(r), "rss"))
+            m["stack_settled"] = col(lambda r: num(r["settled"], "stack_inuse") / spawned(r) if num(r["settled"], "stack_inuse", default=-1) >= 0 else None)
+            m["rss_settled"] = col(lambda r: num(r["settled"], "rss"))
+            m["total_settled"] = col(lambda r: num(r["settled"], "rss") + num(r["settled"], "pte"))
+            m["release_ms"] = col(lambda r: num(r["released"], "release_ms"))
+            m["exit_ms"] = col(lambda r: num(r["exited"], "exit_ms"))
+        else:
+            m["peak"] = col(lambda r: num(r["released"], "maxrss"))
+            last = lambda r: r["samples"][-1]
+            m["total_1s"] = col(lambda r: num(self.sample_at(r, 1000), "rss") + num(self.sample_at(r, 1000), "pte"))
+            m["rss_nogc"] = col(lambda r: num(last(r), "rss"))
+            m["stack_settled"] = col(lambda r: num(r["settled"], "stack_inuse") / spawned(r))
+            m["rss_settled"] = col(lambda r: num(r["settled"], "rss"))
+            m["total_settled"] = col(lambda r: num(r["settled"], "rss") + num(r["settled"], "pte"))
+            m["release_ms"] = col(lambda r: num(r["released"], "release_ms"))
+            m["gogc"] = rs[0].get("parked", {}).get("gogc") if rs else None
+            m["gc_ms"] = col(lambda r: sum(num(g, "gc_ms", default=0) for g in r["gcs"]))
+        m["reps"] = len(rs)
+        m["runs"] = rs
+        return m
+
+    def section_seed(self):
+        md = self.md
+        runs = self.seed_runs()
+        skips = {(int(d["n"]), d["mode"]): d for d in self.seed if d.get("kind") == "skip"}
+        cases = sorted({(k[1], k[2]) for k in runs} | set(skips),
+                       key=lambda c: (["idle", "8k", "64k"].index(c[1]) if c[1] in ("idle", "8k", "64k") else 9, c[0]))
+        md.append("## 1. Tasks: the seed experiment (seeds 000 and 002)\n")
+        md.append("N tasks (goroutines) each optionally call a function with an 8 KiB or 64 KiB local once "
+                  "(every byte written), then park on a channel. *Spawn* runs until every task has parked. "
+                  "mote: `bench/seed/seed.c`; Go: `bench/seed/seed.go` (GOGC=off as in the seed, except where "
+                  "marked: 1M × 8 KiB with GOGC=off would need ~24 GB). *Stack/task* is mote's "
+                  "`/stacks/resident:bytes` (measured from the kernel) or Go's `StackInuse`, divided by N. "
+                  "*Peak* is the kernel's max RSS (getrusage). *Settled* is RSS + page tables (VmPTE) "
+                  "1 s after the last park with no action by the program for mote; for Go, after 6 forced GCs "
+                  "(Go shrinks stacks only in a GC, and without GCs its RSS does not fall at all: column "
+                  "*Go no GC*).\n")
+        if not cases:
+            md.append("_No data: the seed experiment did not run (see Failures)._\n")
+            return
+        md.append("| case | mote spawn | Go spawn | mote vs Go |")
+        md.append("|---|---|---|---|")
+        for n, mode in cases:
+            a = self.seed_metrics("mote", n, mode, runs)
+            g = self.seed_metrics("go", n, mode, runs)
+            gl = case_label(n, mode)
+            gnote = ""
+            if (n, mode) in skips:
+                gnote = " (skipped: would need ~%s)" % fmt_bytes(float(skips[(n, mode)]["predicted"]))
+            elif g.get("gogc") and g["gogc"] != "off":
+                gnote = " (GOGC=%s)" % g["gogc"]
+            guard = " ⚠ memory guard stopped spawning at %d" % a["spawned"].med if a["guard"] and a["spawned"] else ""
+            md.append("| %s | %s%s | %s%s | %s |" % (gl, fmt_stat(a["spawn_ms"], fmt_ms), guard,
+                                                    fmt_stat(g["spawn_ms"], fmt_ms), gnote,
+                                                    ratio_text(a["spawn_ms"].med, g["spawn_ms"].med)))
+        md.append("")
+        md.append("| case | mote stack/task parked → settled | Go StackInuse/task before → after 6 GCs "
+                  "| mote peak RSS | Go peak RSS | mote settled (1 s) | Go no GC (1 s) | Go after 6 GCs | mote vs best Go |")
+        md.append("|---|---|---|---|---|---|---|---|---|")
+        for n, mode in cases:
+            a = self.seed_metrics("mote", n, mode, runs)
+            g = self.seed_metrics("go", n, mode, runs)
+            gbest = None
+            if g["total_settled"] and g["total_1s"]:
+                gbest = min(g["total_settled"].med, g["total_1s"].med)
+            md.append("| %s | %s → %s | %s → %s | %s | %s | %s | %s | %s | %s |" % (
+                case_label(n, mode),
+                fmt_stat(a["stack_parked"], fmt_bytes), fmt_stat(a["stack_settled"], fmt_bytes),
+                fmt_stat(g["stack_parked"], fmt_bytes), fmt_stat(g["stack_settled"], fmt_bytes),
+                fmt_stat(a["peak"], fmt_bytes), fmt_stat(g["peak"], fmt_bytes),
+                fmt_stat(a["total_1s"], fmt_bytes), fmt_stat(g["total_1s"], fmt_bytes),
+                fmt_stat(g["total_settled"], fmt_bytes),
+                ratio_text(a["total_1s"].med, gbest, what=("less memory", "more memory"))))
+        md.append("")
+        md.append("| case | mote page tables parked | Go page tables parked | mote faults/task | Go faults/task "
+                  "| mote release all | Go release all | Go 6 GCs took |")
+        md.append("|---|---|---|---|---|---|---|---|")
+        for n, mode in cases:
+            a = self.seed_metrics("mote", n, mode, runs)
+            g = self.seed_metrics("go", n, mode, runs)
+            md.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                case_label(n, mode), fmt_stat(a["pte_parked"], fmt_bytes), fmt_stat(g["pte_parked"], fmt_bytes),
+                fmt_stat(a["minflt_per_task"], lambda v: "%.2f" % v), fmt_stat(g["minflt_per_task"], lambda v: "%.2f" % v),
+                fmt_stat(a["release_ms"], fmt_ms), fmt_stat(g["release_ms"], fmt_ms), fmt_stat(g["gc_ms"], fmt_ms)))
+        md.append("")
+
+        # Charts: peak and settled RSS against task count.
+        for what, key_m, key_g, fname, title in (
+                ("peak", "peak", "peak", "seed_rss_peak.svg", "Peak RSS against task count (log-log)"),
+                ("settled", "total_1s", "total_settled", "seed_rss_settled.svg",
+                 "Settled RSS + page tables against task count (log-log)")):
+            series = []
+            for i, mode in enumerate(("idle", "8k", "64k")):
+                for impl, key, dash in (("mote", key_m, False), ("go", key_g, True)):
+                    pts = []
+                    for n, md_ in cases:
+                        if md_ != mode:
+                            continue
+                        st = self.seed_metrics(impl, n, mode, runs)[key]
+                        if st:
+                            pts.append((n, st.med))
+                    series.append({"name": "%s %s" % (impl, mode), "points": pts, "dash": dash,
+                                   "color": ["#1f77b4", "#2ca02c", "#d62728"][i]})
+            line_chart(os.path.join(self.out, fname), title, "tasks", "GiB", series, logx=True, logy=True,
+                       xfmt=count_fmt, yunit=GiB,
+                       note="solid: mote; dashed: Go" + ("" if what == "peak" else " (mote 1 s after parking; Go after 6 forced GCs)"))
+            self.charts.append(fname)
+        md.append("![peak RSS](seed_rss_peak.svg)\n")
+        md.append("![settled RSS](seed_rss_settled.svg)\n")
+
+        # Settling timelines for the heaviest 8k and 64k cases.
+        for mode in ("8k", "64k"):
+            ns = [n for n, m in cases if m == mode and (("mote", n, mode) in runs or ("go", n, mode) in runs)]
+            if not ns:
+                continue
+            n = max(ns)
+            series = []
+            for impl, color in (("mote", "#1f77b4"), ("go", "#d62728")):
+                rs = runs.get((impl, n, mode), [])
+                if not rs:
+                    continue
+                r = rs[0]
+                pts = [(0.0, num(r.get("parked", {}), "rss", default=0))]
+                pts += [(num(s, "t_ms") / 1000, num(s, "rss")) for s in r["samples"]]
+                pts += [(num(s, "t_ms") / 1000, num(s, "rss")) for s in r["gcs"]]
+                series.append({"name": impl + " RSS", "points": pts, "color": color})
+                spts = [(num(s, "t_ms") / 1000, num(s, "stack")) for s in r["samples"] + r["gcs"] if "stack" in s]
+                if spts:
+                    series.append({"name": impl + (" stack resident" if impl == "mote" else " StackInuse"),
+                                   "points": spts, "color": color, "dash": True})
+            fname = "seed_settle_%s_%s.svg" % (n, mode)
+            line_chart(os.path.join(self.out, fname),
+                       "After the last park: %s (first repetition)" % case_label(n, mode),
+                       "seconds since every task parked", "GiB", series, xfmt=lambda v: "%g" % v,
+                       yunit=GiB, note="Go points after the no-GC samples are its 6 forced GCs")
+            self.charts.append(fname)
+            md.append("![settling %s](%s)\n" % (case_label(n, mode), fname))
+
+        # Summary rows (issue 2 and issue 6 targets).
+        idle_ns = [n for n, m in cases if m == "idle"]
+        if idle_ns:
+            n = max(idle_ns)
+            a = self.seed_metrics("mote", n, "idle", runs)["spawn_ms"]
+            g = self.seed_metrics("go", n, "idle", runs)["spawn_ms"]
+            ok = None if not (a and g) else g.med / a.med >= 3
+            self.add_summary("tasks (#2)", "%s spawn-and-park ≥ 3× faster than Go" % case_label(n, "idle") +
+                             ("" if n >= 1000000 else " (target is for 1M; quick run)"),
+                             "mote %s, Go %s: %s" % (fmt_ms(a.med), fmt_ms(g.med), ratio_text(a.med, g.med)), ok)
+        for mode, base_n, base_total, peak_total in (("8k", 1000000, 5.0 * GiB, 8 * GiB), ("64k", 100000, 0.5 * GiB, None)):
+            ns = [n for n, m in cases if m == mode]
+            if not ns:
+                continue
+            n = base_n if base_n in ns else max(ns)
+            a = self.seed_metrics("mote", n, mode, runs)
+            g = self.seed_metrics("go", n, mode, runs)
+            tgt = base_total * n / base_n
+            scaled = "" if n == base_n else " (scaled from %s per %s)" % (fmt_bytes(base_total), count_fmt(base_n))
+            if a["total_1s"]:
+                ok = a["total_1s"].med <= tgt and not a["guard"]
+                gtxt = ""
+                if g["peak"]:
+                    gtxt = "; Go peak %s, after 6 GCs %s" % (fmt_bytes(g["peak"].med), fmt_bytes(g["total_settled"].med))
+                self.add_summary("stacks (#6)", "%s: settled RSS+PTE ≤ %s within 1 s%s" % (case_label(n, mode), fmt_bytes(tgt), scaled),
+                                 "mote %s%s" % (fmt_bytes(a["total_1s"].med), gtxt), ok)
+            else:
+                self.add_summary("stacks (#6)", "%s: settled RSS+PTE ≤ %s within 1 s%s" % (case_label(n, mode), fmt_bytes(tgt), scaled), "no mote data", None)
+            if peak_total:
+                ptgt = peak_total * n / base_n
+                if a["peak"]:
+                    self.add_summary("stacks (#6)", "%s: peak RSS ≤ %s%s" % (case_label(n, mode), fmt_bytes(ptgt), scaled),
+                                     "mote %s (Go %s)" % (fmt_bytes(a["peak"].med), fmt_bytes(g["peak"].med) if g["peak"] else "—"),
+                                     a["peak"].med <= ptgt and not a["guard"])
+
+    # ---------------------------------------------------------- micro
+    def micro_table(self):
+        """{(name, workers): {impl: Stat(ns_per_op)}} and extras."""
+        t = {}
+        extra = {}
+        for d in self.micro:
+            if "name" not in d or "impl" not in d:
+                continue
+            v = num(d, "ns_per_op")
+            if v is None:
+                continue
+            key = (d["name"], d.get("workers", "?"))
+            t.setdefault(key, {}).setdefault(d["impl"], []).append(v)
+            f = num(d, "minflt_per_op")
+            if f is not None:
+                extra.setdefault(key, {}).setdefault(d["impl"], []).append(f)
+        return ({k: {i: Stat(v) for i, v in imp.items()} for k, imp in t.items()},
+                {k: {i: Stat(v) for i, v in imp.items()} for k, imp in extra.items()})
+
+    def section_micro(self):
+        md = self.md
+        md.append("## 2. Task micro-benchmarks against Go\n")
+        md.append("Time per operation (lower is better), median of the repetitions with min–max; both sides "
+                  "run in the same run, alternating. *workers* is MOTE_WORKERS for mote and GOMAXPROCS for Go. "
+                  "yield: two tasks call `mote_yield` / `runtime.Gosched` in a loop (time per call). "
+                  "spawn: spawn N tasks that signal a wait group and exit, then wait (time per task); "
+                  "spawn_1k / spawn_16k: each task first uses 1 / 16 KiB of stack. "
+                  "Channel, select and mutex rows come from `bench/tasks/run_chan.sh`.\n")
+        t, extra = self.micro_table()
+        if not t:
+            md.append("_No data (see Failures)._\n")
+            return t
+        order = ["yield", "spawn", "spawn_1k", "spawn_16k"]
+        keys = sorted(t, key=lambda k: (order.index(k[0]) if k[0] in order else 50, k[0], k[1]))
+        md.append("| benchmark | workers | mote | Go | mote vs Go | faults/op mote / Go |")
+        md.append("|---|---|---|---|---|---|")
+        bars = []
+        for k in keys:
+            a, g = t[k].get("mote", Stat([])), t[k].get("go", Stat([]))
+            fl = extra.get(k, {})
+            ftxt = ""
+            if fl:
+                ftxt = "%s / %s" % (fmt_num(fl.get("mote", Stat([])).med, 3), fmt_num(fl.get("go", Stat([])).med, 3))
+            md.append("| %s | %s | %s | %s | %s | %s |" % (k[0], k[1], fmt_stat(a, fmt_ns), fmt_stat(g, fmt_ns),
+                                                         ratio_text(a.med, g.med), ftxt))
+            if a and g:
+                bars.append(("%s (%s)" % (k[0], k[1]), g.med / a.med))
+        md.append("")
+        bar_chart(os.path.join(self.out, "micro_vs_go.svg"), "mote's speed-up over Go (>1: mote faster)", bars,
+                  "Go time / mote time (log scale)")
+        self.charts.append("micro_vs_go.svg")
+        md.append("![micro-benchmarks](micro_vs_go.svg)\n")
+
+        def row(name, w, target_ns, target_txt, go_ref):
+            s = t.get((name, str(w)), {})
+            a, g = s.get("mote"), s.get("go")
+            if not a:
+                self.add_summary("tasks (#2)", target_txt, "no mote data", None)
+                return
+            ok = a.med <= target_ns
+            self.add_summary("tasks (#2)", target_txt, "mote %s, Go %s: %s" % (
+                fmt_ns(a.med), fmt_ns(g.med) if g else "—", ratio_text(a.med, g.med if g else None)), ok)
+        row("yield", 1, 15, "yield, 2 tasks on 1 worker ≤ 15 ns (Go ~49 ns)", None)
+        row("spawn", 2, 100, "spawn+exit, 2 workers ≤ 100 ns (Go ~338 ns)", None)
+        s16, s1 = t.get(("spawn_16k", "2"), {}).get("mote"), t.get(("spawn_1k", "2"), {}).get("mote")
+        f16 = extra.get(("spawn_16k", "2"), {}).get("mote")
+        if s16 and s1 and f16:
+            ok = f16.med < 0.01 and s16.med <= s1.med * 1.10
+            self.add_summary("stacks (#6)", "spawn+exit using 16 KiB: ~0 page faults per spawn, no slower than 1 KiB (±10%)",
+                             "%s faults/spawn; 16 KiB %s vs 1 KiB %s" % (fmt_num(f16.med, 3), fmt_ns(s16.med), fmt_ns(s1.med)), ok)
+        else:
+            self.add_summary("stacks (#6)", "spawn+exit using 16 KiB: ~0 page faults per spawn, no slower than 1 KiB", "no data", None)
+        for k in keys:
+            if k[0] in order:
+                continue
+            a, g = t[k].get("mote"), t[k].get("go")
+            if a and g:
+                self.add_summary("channels (#3)", "%s (%s workers) at least as fast as Go" % (k[0], k[1]),
+                                 "mote %s, Go %s: %s" % (fmt_ns(a.med), fmt_ns(g.med), ratio_text(a.med, g.med)),
+                                 a.med <= g.med)
+        return t
+
+    # ---------------------------------------------------------- allocators
+    @staticmethod
+    def alloc_name(d):
+        for k in ("alloc", "allocator", "impl", "lib", "malloc"):
+            if k in d:
+                return d[k]
+        return None
+
+    @staticmethod
+    def bench_name(d):
+        for k in ("bench", "name", "kind", "test"):
+            if k in d:
+                return d[k]
+        return "?"
+
+    def section_malloc(self):
+        md = self.md
+        md.append("## 3. Allocators\n")
+        md.append("From `bench/malloc/run.sh` (every allocator through LD_PRELOAD in the same run, alternating) "
+                  "and, for Go, `bench/go/bigfree.go`. Throughput in Mops/s (higher is better) with the kernel's "
+                  "peak RSS.\n")
+        thr, idle = {}, {}
+        for d in self.malloc:
+            a = self.alloc_name(d)
+            if not a:
+                continue
+            b = self.bench_name(d)
+            if "t_ms" in d and num(d, "rss", "rss_bytes") is not None:
+                idle.setdefault((b, a), {}).setdefault(d.get("rep", "0"), []).append((num(d, "t_ms") / 1000, num(d, "rss", "rss_bytes")))
+                continue
+            mops = num(d, "mops", "mops_s", "mops_per_s", "Mops")
+            if mops is None and num(d, "ops_per_s") is not None:
+                mops = num(d, "ops_per_s") / 1e6
+            if mops is None:
+                continue
+            th = int(num(d, "threads", default=0))
+            peak = num(d, "peak_rss", "maxrss", "rss_peak", "peak", "max_rss")
+            e = thr.setdefault((b, th), {}).setdefault(a, {"mops": [], "peak": []})
+            e["mops"].append(mops)
+            if peak is not None:
+                e["peak"].append(peak if peak > 1e5 else peak * KiB)  # KiB if small
+        for d in self.idle:
+            idle.setdefault(("go-" + d.get("scenario", "?"), "go"), {}).setdefault(d.get("rep", "0"), []).append(
+                (num(d, "t_ms") / 1000, num(d, "rss")))
+        if not thr and not idle:
+            md.append("_No data (see Failures)._\n")
+        peers = ["glibc", "tcmalloc", "jemalloc", "mimalloc"]
+        benches = sorted({b for b, _ in thr})
+        for b in benches:
+            ths = sorted(th for bb, th in thr if bb == b)
+            allocs = sorted({a for th in ths for a in thr[(b, th)]},
+                            key=lambda a: (0 if a == "mote" else 1 + (peers.index(a) if a in peers else 9), a))
+            md.append("**%s**\n" % b)
+            md.append("| threads | " + " | ".join(allocs) + " | mote vs best peer |")
+            md.append("|---|" + "---|" * (len(allocs) + 1))
+            for th in ths:
+                cells = []
+                for a in allocs:
+                    e = thr[(b, th)].get(a)
+                    if not e:
+                        cells.append("—")
+                        continue
+                    s = fmt_stat(Stat(e["mops"]), lambda v: "%.1f" % v)
+                    if e["peak"]:
+                        s += " (%s)" % fmt_bytes(Stat(e["peak"]).med)
+                    cells.append(s)
+                mote = thr[(b, th)].get("mote")
+                pe = {a: Stat(e["mops"]).med for a, e in thr[(b, th)].items() if a != "mote"}
+                rt = "—"
+                if mote and pe:
+                    best = max(pe, key=pe.get)
+                    rt = "%s (best: %s)" % (ratio_text(Stat(mote["mops"]).med, pe[best], lower_is_better=False), best)
+                md.append("| %d | %s | %s |" % (th, " | ".join(cells), rt))
+                if mote and "tcmalloc" in thr[(b, th)] and "mallocbench" in b:
+                    tc = thr[(b, th)]["tcmalloc"]
+                    mi = thr[(b, th)].get("mimalloc")
+                    mm, tm = Stat(mote["mops"]).med, Stat(tc["mops"]).med
+                    ok = mm >= tm
+                    txt = "mote %.1f Mops/s vs tcmalloc %.1f" % (mm, tm)
+                    if mi and mote["peak"] and mi["peak"]:
+                        mp, ip = Stat(mote["peak"]).med, Stat(mi["peak"]).med
+                        ok = ok and mp <= ip
+                        txt += "; peak %s vs mimalloc %s" % (fmt_bytes(mp), fmt_bytes(ip))
+                    self.add_summary("allocator (#4)", "%s, %d threads: ≥ tcmalloc's Mops/s, peak RSS ≤ mimalloc's" % (b, th), txt, ok)
+            md.append("")
+            if len(ths) > 1:
+                series = [{"name": a, "points": [(th, Stat(thr[(b, th)][a]["mops"]).med) for th in ths if a in thr[(b, th)]],
+                           "color": "#1f77b4" if a == "mote" else None} for a in allocs]
+                fname = "malloc_%s_threads.svg" % re.sub(r"[^A-Za-z0-9_-]", "_", b)
+                line_chart(os.path.join(self.out, fname), "%s: Mops/s against threads" % b, "threads", "Mops/s",
+                           series, xfmt=lambda v: "%g" % v, yfmt=lambda v: "%g" % v)
+                self.charts.append(fname)
+                md.append("![%s](%s)\n" % (b, fname))
+        if idle:
+            md.append("**Free-then-idle (seed 003)**: RSS after everything was freed, with no further call "
+                      "from the program (first repetition; table: median over repetitions).\n")
+            md.append("| scenario | allocator | RSS before free | at free | 1 s after | last sample |")
+            md.append("|---|---|---|---|---|---|")
+            series = []
+            for (b, a), reps in sorted(idle.items(), key=lambda kv: (kv[0][1] != "mote", kv[0])):
+                def at(pts, t):
+                    c = [p for p in pts if p[0] <= t + 0.05]
+                    return c[-1][1] if c else None
+                pts_all = list(reps.values())
+                peak = Stat([num(d, "peak") for d in self.idle if ("go-" + d.get("scenario", "?"), "go") == (b, a) and "peak" in d]
+                            + [num(d, "peak", "rss_before", "peak_rss") for d in self.malloc
+                               if self.alloc_name(d) == a and self.bench_name(d) == b and num(d, "peak", "rss_before", "peak_rss") is not None and "t_ms" in d])
+                md.append("| %s | %s | %s | %s | %s | %s |" % (
+                    b, a, fmt_bytes(peak.med) if peak else "—",
+                    fmt_stat(Stat([at(sorted(p), 0) for p in pts_all]), fmt_bytes),
+                    fmt_stat(Stat([at(sorted(p), 1.0) for p in pts_all]), fmt_bytes),
+                    fmt_stat(Stat([sorted(p)[-1][1] for p in pts_all]), fmt_bytes)))
+                series.append({"name": a if a != "go" else ("Go, seed 003 array" if b.endswith("big") else "Go, mixed sizes"),
+                               "points": sorted(pts_all[0]),
+                               "color": "#1f77b4" if a == "mote" else ("#d62728" if a == "go" else None),
+                               "dash": a == "go" and b.endswith("big")})
+                if a == "mote":
+                    r1 = Stat([at(sorted(p), 1.0) for p in pts_all])
+                    if r1:
+                        self.add_summary("allocator (#4)", "free-then-idle (%s): RSS ≤ 32 MiB within 1 s, no call" % b,
+                                         "mote %s at 1 s" % fmt_bytes(r1.med), r1.med <= 32 * MiB)
+            md.append("")
+            line_chart(os.path.join(self.out, "free_idle_rss.svg"), "RSS against time after a big free (log y)",
+                       "seconds after the free", "MiB", series, logy=True, xfmt=lambda v: "%g" % v,
+                       yunit=MiB, hline=(32 * MiB, "32 MiB target"))
+            self.charts.append("free_idle_rss.svg")
+            md.append("![free then idle](free_idle_rss.svg)\n")
+
+    # ---------------------------------------------------------- machine
+    def section_machine(self):
+        m = self.machine
+        md = self.md
+        md.append("## 4. The machine\n")
+        rows = [("CPU", "%s, %s CPUs" % (m.get("cpu", "?"), m.get("cpus", "?"))), ("memory", m.get("mem")),
+                ("OS / kernel", "%s / %s" % (m.get("os", "?"), m.get("kernel", "?"))),
+                ("gcc", m.get("gcc")), ("clang", m.get("clang")), ("go", m.get("go")), ("cmake", m.get("cmake")),
+                ("python", m.get("python")),
+                ("glibc (libc6)", m.get("pkg_libc6")), ("tcmalloc (libtcmalloc-minimal4)", m.get("pkg_libtcmalloc-minimal4")),
+                ("jemalloc (libjemalloc2)", m.get("pkg_libjemalloc2")), ("mimalloc (libmimalloc2.0)", m.get("pkg_libmimalloc2.0")),
+                ("transparent huge pages", m.get("thp")), ("vm.max_map_count", m.get("max_map_count")),
+                ("load average at start / end", "%s / %s" % (m.get("loadavg_start", "?"), m.get("loadavg_end", "?")))]
+        md.append("| | |")
+        md.append("|---|---|")
+        for k, v in rows:
+            md.append("| %s | %s |" % (k, v if v else "—"))
+        md.append("")
+
+    # ---------------------------------------------------------- whole
+    def render(self):
+        body_start = len(self.md)
+        self.section_seed()
+        self.section_micro()
+        self.section_malloc()
+        self.section_machine()
+        body = self.md[body_start:]
+        meta = self.meta
+        head = ["# mote benchmark report\n",
+                "Mode **%s**, %s repetitions per comparison (alternating sides), run %s at commit `%s`%s, "
+                "took %s s. Machine: %s, %s CPUs, %s, Linux %s. Regenerate with `bench/run.sh --%s` "
+                "(see docs/bench.md).\n" % (
+                    meta.get("mode", self.mode), meta.get("reps", "?"), meta.get("date", "?"), meta.get("commit", "?"),
+                    " (with local changes)" if meta.get("dirty", "0") not in ("0", "") else "",
+                    meta.get("elapsed_s", "?"), self.machine.get("cpu", "?"), self.machine.get("cpus", "?"),
+                    self.machine.get("mem", "?"), self.machine.get("kernel", "?"), meta.get("mode", self.mode)),
+                "## Summary: targets of the issues, measured here\n",
+                "| area | target | measured (median) | verdict |",
+                "|---|---|---|---|"]
+        for row in self.summary:
+            head.append("| %s | %s | %s | %s |" % row)
+        met = sum(1 for r in self.summary if r[3].startswith("✅"))
+        miss = sum(1 for r in self.summary if r[3].startswith("❌"))
+        nod = sum(1 for r in self.summary if r[3].startswith("—"))
+        head.append("\n**%d met, %d not yet, %d without data.** Ratios compare medians of the same run; "
+                    "\"faster\"/\"less memory\" means mote is better. The machine is a shared, noisy 2-core VM: "
+                    "differences under ~10%% are noise.\n" % (met, miss, nod))
+        tail = []
+        if self.failures:
+            tail.append("## Failures and gaps\n")
+            tail.append("Runs that failed or sections that had nothing to run (raw log: `raw/run.log`):\n")
+            seen = set()
+            for d in self.failures:
+                key = (d.get("section"), d.get("what"), d.get("rc"), d.get("msg"))
+                if key in seen:
+                    continue
+                seen.add(key)
+                tail.append("- %s: %s%s%s" % (d.get("section", "?"), d.get("what", "?"),
+                                              (" exit %s" % d["rc"]) if d.get("rc", "0") != "0" else "",
+                                              (" — " + d["msg"].replace("_", " ")) if d.get("msg") else ""))
+            tail.append("")
+        tail.append("## Method\n")
+        tail.append("- Both sides of every comparison run in the same invocation of `bench/run.sh`, "
+                    "alternating which side goes first from one repetition to the next; tables give the median "
+                    "with min–max in small print.\n"
+                    "- Memory comes from the kernel: VmRSS, VmHWM and VmPTE from `/proc/self/status`, peak from "
+                    "`getrusage` (ru_maxrss), page faults from ru_minflt; mote's `/stacks/resident:bytes` is "
+                    "measured by the runtime from the kernel. Nothing is estimated.\n"
+                    "- A memory guard (min(20 GiB, MemAvailable − 2 GiB) at start) stops a program from spawning "
+                    "further, and Go cases predicted to exceed it are skipped and listed.\n"
+                    "- Raw data: `raw/*.txt` (key=value lines), `raw/run.log` (every command with its output).\n")
+        with open(os.path.join(self.out, "REPORT.md"), "w") as f:
+            f.write("\n".join(head + body + tail) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--raw", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--mode", default="quick")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    Report(a.raw, a.out, a.mode).render()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

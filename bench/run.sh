@@ -1,0 +1,336 @@
+#!/usr/bin/env bash
+# bench/run.sh - mote's benchmark suite in one command.
+#
+#   bench/run.sh --quick     ~2 minutes: small sizes, 3 alternating repetitions
+#   bench/run.sh --full      <15 minutes: up to 1M tasks, 2 GiB heaps
+#
+# Options: --reps N (default 3), --only LIST (comma-separated sections: seed,
+# micro,chan,malloc,idle), --no-install, --no-build, --build-dir DIR (default
+# build-bench), --out DIR (default bench/results), --report-only (re-render
+# REPORT.md from the raw files of the last run).
+#
+# It installs missing peers from Debian packages (golang-go and the peer
+# allocators, only when root), builds libmote and the C programs with CMake
+# and the Go programs with `go build`, runs every section with both sides in
+# the same run (alternating which goes first), and writes
+# <out>/REPORT.md, <out>/*.svg and the raw key=value lines under <out>/raw/.
+# See docs/bench.md.
+set -u -o pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+MODE=quick
+REPS=3
+ONLY=seed,micro,chan,malloc,idle
+INSTALL=1
+BUILD=1
+REPORT_ONLY=0
+BUILD_DIR=$ROOT/build-bench
+OUT=$ROOT/bench/results
+
+while [ $# -gt 0 ]; do
+    case $1 in
+    --quick) MODE=quick ;;
+    --full) MODE=full ;;
+    --reps) REPS=$2; shift ;;
+    --only) ONLY=$2; shift ;;
+    --no-install) INSTALL=0 ;;
+    --no-build) BUILD=0 ;;
+    --build-dir) BUILD_DIR=$(realpath -m "$2"); shift ;;
+    --out) OUT=$(realpath -m "$2"); shift ;;
+    --report-only) REPORT_ONLY=1 ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+case $REPS in '' | *[!0-9]*) echo "run.sh: --reps needs a number" >&2; exit 2 ;; esac
+[ "$REPS" -ge 1 ] || { echo "run.sh: --reps must be >= 1" >&2; exit 2; }
+
+RAW=$OUT/raw
+T_START=$(date +%s)
+
+say() { printf '[%s %4ss] %s\n' "$MODE" "$(($(date +%s) - T_START))" "$*" >&2; }
+want() { case ",$ONLY," in *",$1,"*) return 0 ;; esac; return 1; }
+
+render() {
+    say "writing $OUT/REPORT.md"
+    python3 "$ROOT/bench/report/report.py" --raw "$RAW" --out "$OUT" --mode "$MODE"
+}
+
+if [ "$REPORT_ONLY" = 1 ]; then
+    [ -f "$RAW/meta.txt" ] && MODE=$(sed -n 's/^mode=//p' "$RAW/meta.txt")
+    render
+    exit $?
+fi
+
+# ---- peers from Debian --------------------------------------------------
+install_peers() {
+    local missing=()
+    command -v go >/dev/null 2>&1 || missing+=(golang-go)
+    for p in libtcmalloc-minimal4 libjemalloc2 libmimalloc2.0; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+            missing+=("$p")
+    done
+    for t in cmake:cmake gcc:gcc python3:python3 make:make; do
+        command -v "${t%%:*}" >/dev/null 2>&1 || missing+=("${t#*:}")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+        say "missing (not root or no apt-get, continuing without): ${missing[*]}"
+        return 0
+    fi
+    say "installing from Debian: ${missing[*]}"
+    if ! apt-get install -y -q "${missing[@]}" >/dev/null 2>&1; then
+        apt-get update -q >/dev/null 2>&1
+        apt-get install -y -q "${missing[@]}" >/dev/null 2>&1 ||
+            say "apt-get install failed for: ${missing[*]} (those sections will say so)"
+    fi
+}
+[ "$INSTALL" = 1 ] && install_peers
+
+# ---- build --------------------------------------------------------------
+mkdir -p "$BUILD_DIR" "$RAW"
+rm -f "$RAW"/*.txt "$RAW"/*.log
+LOG=$RAW/run.log
+: >"$LOG"
+GOBIN_DIR=$BUILD_DIR/go
+export GOFLAGS=${GOFLAGS:--buildvcs=false}
+[ -n "${HOME:-}" ] || export GOCACHE=$BUILD_DIR/.gocache
+
+if [ "$BUILD" = 1 ]; then
+    say "building libmote and the C benchmarks (cmake, Release) in $BUILD_DIR"
+    if ! { cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DMOTE_BUILD_TESTS=OFF &&
+        cmake --build "$BUILD_DIR" -j"$(nproc)"; } >>"$LOG" 2>&1; then
+        say "C build FAILED (see $LOG); continuing with whatever was built"
+        echo "kind=fail section=build what=cmake" >>"$RAW/failures.txt"
+    fi
+    if command -v go >/dev/null 2>&1; then
+        say "building the Go programs"
+        mkdir -p "$GOBIN_DIR"
+        for src in "$ROOT"/bench/seed/*.go "$ROOT"/bench/tasks/*.go "$ROOT"/bench/go/*.go; do
+            [ -f "$src" ] || continue
+            name=$(basename "$src" .go)
+            if ! (cd "$(dirname "$src")" && go build -o "$GOBIN_DIR/$name" "$(basename "$src")") >>"$LOG" 2>&1; then
+                say "go build $src FAILED (see $LOG)"
+                echo "kind=fail section=build what=go:$name" >>"$RAW/failures.txt"
+            fi
+        done
+    else
+        echo "kind=fail section=build what=go-missing" >>"$RAW/failures.txt"
+    fi
+fi
+CBIN=$BUILD_DIR/bench
+
+# ---- memory guard ---------------------------------------------------------
+# Never let one program grow past ~20 GiB, nor past what is available now
+# minus 2 GiB: the machine is shared.
+avail_kb=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
+GUARD=$((20 << 30))
+[ -n "$avail_kb" ] && [ $(((avail_kb << 10) - (2 << 30))) -lt $GUARD ] && GUARD=$(((avail_kb << 10) - (2 << 30)))
+export BENCH_MEM_GUARD=$GUARD
+
+{
+    echo "mode=$MODE"
+    echo "reps=$REPS"
+    echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
+    echo "dirty=$(git -C "$ROOT" status --porcelain 2>/dev/null | grep -c '^ M')"
+    echo "guard=$GUARD"
+} >"$RAW/meta.txt"
+
+# ---- running one program ------------------------------------------------
+# run_one FILE TIMEOUT LABEL -- CMD...: runs CMD, appends its key=value lines
+# tagged with rep=$REP to FILE, records a failure line if it fails.
+REP=0
+run_one() {
+    local file=$1 tmo=$2 label=$3
+    shift 4
+    local t0 out err rc
+    t0=$(date +%s.%N)
+    out=$(mktemp) err=$(mktemp)
+    timeout --signal=KILL "$tmo" "$@" >"$out" 2>"$err"
+    rc=$?
+    grep '=' "$out" | sed "s/\$/ rep=$REP/" >>"$RAW/$file"
+    {
+        echo "## rc=$rc rep=$REP $label: $*"
+        cat "$out" "$err"
+    } >>"$LOG"
+    if [ $rc -ne 0 ]; then
+        echo "kind=fail section=${file%.txt} what=$(echo "$label" | tr ' ' '_') rc=$rc rep=$REP msg=$(tail -n 1 "$err" | tr ' =' '_:' | cut -c1-120)" >>"$RAW/failures.txt"
+        say "  $label: FAILED rc=$rc ($(tail -n 1 "$err" | cut -c1-100))"
+    else
+        say "  $label: $(awk -v t0="$t0" -v t1="$(date +%s.%N)" 'BEGIN{printf "%.1f s", t1-t0}')"
+    fi
+    rm -f "$out" "$err"
+}
+
+# The program of an "ENV=x /path/prog args" command string.
+prog_of() {
+    local w
+    for w in $1; do
+        case $w in *=*) ;; *) echo "$w"; return ;; esac
+    done
+}
+
+# Two sides of one comparison, alternating which runs first by repetition.
+# A side whose program was not built is skipped (and listed once).
+pair() { # pair FILE TIMEOUT LABEL "ENV CMD mote" "ENV CMD go"
+    local file=$1 tmo=$2 label=$3 a=$4 b=$5 side cmd p
+    local order=("mote:$a" "go:$b")
+    [ $((REP % 2)) -eq 0 ] && order=("go:$b" "mote:$a")
+    for side in "${order[@]}"; do
+        cmd=${side#*:}
+        [ -n "$cmd" ] || continue
+        p=$(prog_of "$cmd")
+        if [ ! -x "$p" ]; then
+            grep -qs "what=not-built:$p " "$RAW/failures.txt" ||
+                echo "kind=fail section=${file%.txt} what=not-built:$p rc=0" >>"$RAW/failures.txt"
+            continue
+        fi
+        run_one "$file" "$tmo" "$label ${side%%:*}" -- env $cmd
+    done
+}
+
+have() { [ -x "$1" ]; }
+
+# ---- section 1: the seed experiment --------------------------------------
+# Go's measured cost per goroutine on this machine (brief): idle ~2.8 KB,
+# 8 KiB once ~25 KB with GOGC=off (~16 KB with default GOGC), 64 KiB once
+# ~80 KB.  A Go case whose prediction exceeds the guard is skipped (1M x
+# 64 KiB would need ~80-128 GB); 1M x 8 KiB runs with default GOGC.
+seed_section() {
+    local ns="" settle case n mode gogc pred
+    if [ "$MODE" = full ]; then
+        ns="10000 100000 1000000"
+        settle=2000
+    else
+        settle=1000
+    fi
+    local cases=()
+    if [ "$MODE" = full ]; then
+        for n in $ns; do
+            for mode in idle 8k 64k; do cases+=("$n:$mode"); done
+        done
+    else
+        cases=(100000:idle 100000:8k 10000:64k)
+    fi
+    for REP in $(seq 1 "$REPS"); do
+        say "seed experiment, repetition $REP/$REPS"
+        for case in "${cases[@]}"; do
+            n=${case%%:*} mode=${case#*:}
+            gogc=off
+            case $mode in idle) pred=$((n * 2900)) ;; 8k) pred=$((n * 25000)) ;; 64k) pred=$((n * 82000)) ;; esac
+            if [ "$mode" = 8k ] && [ "$pred" -gt "$GUARD" ]; then
+                gogc=100
+                pred=$((n * 16500))
+            fi
+            local mote_cmd="$CBIN/seed/seed $n $mode $settle"
+            local go_cmd="GOGC=$gogc $GOBIN_DIR/seed $n $mode $settle"
+            if [ "$pred" -gt "$GUARD" ]; then
+                [ "$REP" = 1 ] && echo "kind=skip impl=go n=$n mode=$mode predicted=$pred guard=$GUARD" >>"$RAW/seed.txt"
+                pair seed.txt 600 "seed $n $mode" "$mote_cmd" ""
+                continue
+            fi
+            pair seed.txt 600 "seed $n $mode" "$mote_cmd" "$go_cmd"
+        done
+    done
+}
+
+# ---- section 2: yield and spawn+exit --------------------------------------
+micro_section() {
+    local yi sp w
+    if [ "$MODE" = full ]; then yi=5000000 sp=1000000; else yi=1000000 sp=200000; fi
+    for REP in $(seq 1 "$REPS"); do
+        say "task micro-benchmarks, repetition $REP/$REPS"
+        for w in 1 2; do
+            pair micro.txt 120 "yield workers=$w" \
+                "MOTE_WORKERS=$w $CBIN/tasks/yield $yi" "GOMAXPROCS=$w $GOBIN_DIR/yield $yi"
+            pair micro.txt 120 "spawn workers=$w" \
+                "MOTE_WORKERS=$w $CBIN/tasks/spawn $sp" "GOMAXPROCS=$w $GOBIN_DIR/spawn $sp"
+        done
+        for t in 1024 16384; do
+            pair micro.txt 120 "spawn touch=$t workers=2" \
+                "MOTE_WORKERS=2 $CBIN/tasks/spawn $sp $t" "GOMAXPROCS=2 $GOBIN_DIR/spawn $sp $t"
+        done
+    done
+}
+
+# ---- channel/select/mutex micro-benchmarks (bench/tasks/run_chan.sh) -------
+# Contract: run_chan.sh prints `name=<bench> impl=<mote|go> workers=<n>
+# ns_per_op=<float>` lines.  It gets BENCH_BUILD_DIR (the CMake build dir),
+# BENCH_GO_BIN (where run.sh put the Go programs), BENCH_MODE (quick|full)
+# and BENCH_REPS=1; run.sh calls it once per repetition and tags the lines.
+chan_section() {
+    local script=$ROOT/bench/tasks/run_chan.sh
+    if [ ! -f "$script" ]; then
+        say "no bench/tasks/run_chan.sh yet: channel section skipped"
+        echo "kind=fail section=chan what=run_chan.sh-missing rc=0" >>"$RAW/failures.txt"
+        return
+    fi
+    for REP in $(seq 1 "$REPS"); do
+        say "channel/select/mutex micro-benchmarks (run_chan.sh), repetition $REP/$REPS"
+        run_one chan.txt 600 "run_chan.sh" -- env BENCH_BUILD_DIR="$BUILD_DIR" \
+            BENCH_GO_BIN="$GOBIN_DIR" BENCH_MODE="$MODE" BENCH_REPS=1 bash "$script" --"$MODE"
+    done
+}
+
+# ---- section 3: allocators (bench/malloc/run.sh) ---------------------------
+malloc_section() {
+    local script=$ROOT/bench/malloc/run.sh
+    if [ ! -f "$script" ]; then
+        say "no bench/malloc/run.sh yet: allocator section skipped"
+        echo "kind=fail section=malloc what=run.sh-missing rc=0" >>"$RAW/failures.txt"
+        return
+    fi
+    REP=0
+    say "allocators (bench/malloc/run.sh --$MODE, $REPS repetitions, alternating inside)"
+    run_one malloc.txt 900 "malloc/run.sh" -- env BENCH_BUILD_DIR="$BUILD_DIR" \
+        BENCH_MODE="$MODE" BENCH_REPS="$REPS" bash "$script" --"$MODE"
+}
+
+# Go's free-then-idle (seed 003), for the RSS-after-free chart.
+idle_section() {
+    have "$GOBIN_DIR/bigfree" || return
+    local total idle
+    if [ "$MODE" = full ]; then total=$((2 << 30)) idle=3000; else total=$((512 << 20)) idle=1500; fi
+    for REP in $(seq 1 "$REPS"); do
+        say "Go free-then-idle (seed 003), repetition $REP/$REPS"
+        run_one idle.txt 120 "go bigfree mixed" -- "$GOBIN_DIR/bigfree" mixed $total $idle
+        run_one idle.txt 120 "go bigfree big" -- "$GOBIN_DIR/bigfree" big $total $idle
+    done
+}
+
+# ---- section 4: the machine -------------------------------------------------
+machine_section() {
+    {
+        echo "cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)"
+        echo "cpus=$(nproc)"
+        echo "mem=$(awk '/^MemTotal:/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+        echo "os=$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
+        echo "kernel=$(uname -r)"
+        echo "gcc=$(gcc --version 2>/dev/null | head -1)"
+        echo "clang=$(clang --version 2>/dev/null | head -1)"
+        echo "go=$(go version 2>/dev/null)"
+        echo "cmake=$(cmake --version 2>/dev/null | head -1)"
+        echo "python=$(python3 --version 2>&1)"
+        for p in libc6 libtcmalloc-minimal4 libjemalloc2 libmimalloc2.0 golang-go; do
+            echo "pkg_$p=$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null)"
+        done
+        echo "thp=$(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
+        echo "max_map_count=$(cat /proc/sys/vm/max_map_count 2>/dev/null)"
+        echo "loadavg_start=$(cut -d' ' -f1-3 /proc/loadavg)"
+    } >"$RAW/machine.txt"
+}
+
+machine_section
+want seed && seed_section
+want micro && micro_section
+want chan && chan_section
+want malloc && malloc_section
+want idle && idle_section
+echo "loadavg_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RAW/machine.txt"
+echo "elapsed_s=$(($(date +%s) - T_START))" >>"$RAW/meta.txt"
+render
+rc=$?
+say "done in $(($(date +%s) - T_START)) s: $OUT/REPORT.md"
+exit $rc
