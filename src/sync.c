@@ -279,16 +279,17 @@ static int sync_cond_wait(mote_cond *c, mote_mutex *m, int64_t deadline)
     spin_unlock(&c->lock);
     mote_mutex_unlock(m);
     int r = sched_park_until(deadline);
-    if (r == -ETIMEDOUT) {
-        /* Our timer claimed us; a signaller may have popped the record and
-         * lost the claim (it then moved on to the next waiter). */
+    if (r < 0) {
+        /* -ETIMEDOUT (or -ENOMEM for the timer): we claimed ourselves; a
+         * signaller may have popped the record and lost the claim (it then
+         * moved on to the next waiter). */
         spin_lock(&c->lock);
         if (w.linked)
             chan_waitq_remove(&c->waiters, &w);
         spin_unlock(&c->lock);
     }
     mote_mutex_lock(m);
-    return r == -ETIMEDOUT ? -ETIMEDOUT : 0;
+    return r < 0 ? r : 0;
 }
 
 MOTE_API void mote_cond_wait(mote_cond *c, mote_mutex *m)
