@@ -230,7 +230,9 @@ static void sched_switch(worker *w, task *from, task *to)
     sanfiber_ctx *fs = from ? &from->san : &w->san;
     w->current = to;
     sanfiber_enter(fs, from && from == w->dead, to ? &to->san : &w->san);
+    int saved_errno = errno; /* errno is the thread's: keep it the task's */
     arch_switch(fc, tc);
+    errno = saved_errno;
     sanfiber_landed(fs);
     sched_release_dead(w);
 }

@@ -86,7 +86,7 @@ static int stack_grow(int cls, stack_class *k)
         spin_unlock(&stack_chunk_lock);
         return -ENOMEM;
     }
-    void *p = os_reserve(len);
+    void *p = os_reserve_named(len, "mote-stacks");
     if (!p) {
         spin_unlock(&stack_chunk_lock);
         return -ENOMEM;
@@ -112,55 +112,61 @@ static void stack_fill(int cls, uintptr_t top, stack_slot *out)
 }
 
 /* Refills cache from the class: free slots first, then fresh ones. */
-static int stack_refill(int cls, stack_cache *cache)
+static void stack_refill(int cls, stack_cache *cache)
 {
     stack_class *k = &stack_classes[cls];
     unsigned want = STACK_CACHE_MAX / 4;
+    if (!__atomic_load_n(&k->free_count, __ATOMIC_RELAXED))
+        return; /* the common case while a program grows: skip the lock */
     spin_lock(&k->lock);
     while (cache->count[cls] < want && k->free_head) {
         uintptr_t top = k->free_head;
         k->free_head = STACK_LINK(top);
-        k->free_count--;
+        __atomic_store_n(&k->free_count, k->free_count - 1, __ATOMIC_RELAXED);
         STACK_LINK(top) = cache->head[cls];
         cache->head[cls] = top;
         cache->count[cls]++;
     }
-    if (cache->count[cls] == 0) {
-        /* One fresh slot at a time: its guard costs a system call, and
-         * tasks spawned in bulk then pay it spread over their spawns. */
-        if (k->bump == k->bump_end) {
-            int r = stack_grow(cls, k);
-            if (r) {
-                spin_unlock(&k->lock);
-                return r;
-            }
-        }
-        uintptr_t base = k->bump;
-        k->bump += stack_slot_bytes(cls);
-        spin_unlock(&k->lock);
-        int r = os_guard((void *)base, STACK_GUARD);
-        if (r)
-            return r; /* the slot stays unused: an address-space leak only */
-        uintptr_t top = base + stack_slot_bytes(cls);
-        STACK_LINK(top) = 0;
-        cache->head[cls] = top;
-        cache->count[cls] = 1;
-        return 0;
-    }
     spin_unlock(&k->lock);
+}
+
+/* Carves a never-used slot.  Its memory is not touched here: the first
+ * page fault belongs to the worker that runs the task, not the spawner. */
+static int stack_fresh(int cls, uintptr_t *top)
+{
+    stack_class *k = &stack_classes[cls];
+    spin_lock(&k->lock);
+    if (k->bump == k->bump_end) {
+        int r = stack_grow(cls, k);
+        if (r) {
+            spin_unlock(&k->lock);
+            return r;
+        }
+    }
+    uintptr_t base = k->bump;
+    k->bump += stack_slot_bytes(cls);
+    spin_unlock(&k->lock);
+    int r = os_guard((void *)base, STACK_GUARD);
+    if (r)
+        return r; /* the slot stays unused: an address-space leak only */
+    *top = base + stack_slot_bytes(cls);
     return 0;
 }
 
 int stack_acquire(int cls, stack_cache *cache, stack_slot *out)
 {
-    if (!cache->head[cls]) {
-        int r = stack_refill(cls, cache);
+    uintptr_t top;
+    if (!cache->head[cls])
+        stack_refill(cls, cache);
+    if (cache->head[cls]) {
+        top = cache->head[cls];
+        cache->head[cls] = STACK_LINK(top);
+        cache->count[cls]--;
+    } else {
+        int r = stack_fresh(cls, &top);
         if (r)
             return r;
     }
-    uintptr_t top = cache->head[cls];
-    cache->head[cls] = STACK_LINK(top);
-    cache->count[cls]--;
     __atomic_fetch_add(&stack_in_use, 1, __ATOMIC_RELAXED);
     stack_fill(cls, top, out);
     return 0;
@@ -193,7 +199,7 @@ static void stack_spill(int cls, stack_cache *cache, unsigned keep)
     spin_lock(&k->lock);
     STACK_LINK(last) = k->free_head;
     k->free_head = moved;
-    k->free_count += n;
+    __atomic_store_n(&k->free_count, k->free_count + n, __ATOMIC_RELAXED);
     spin_unlock(&k->lock);
     cache->count[cls] = keep;
 }

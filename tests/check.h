@@ -49,4 +49,38 @@
 
 #define TEST_PASS(name) printf("%s: ok\n", name)
 
+#include <sys/wait.h>
+
+/* Runs fn in a forked child with stderr captured into buf (NUL-ended);
+ * returns the child's wait status. */
+static inline int test_fork_capture(void (*fn)(void *), void *arg, char *buf,
+                                    size_t len)
+{
+    int p[2];
+    CHECK(pipe(p) == 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        dup2(p[1], 2);
+        fn(arg);
+        _exit(0);
+    }
+    close(p[1]);
+    size_t n = 0;
+    ssize_t r;
+    while (n + 1 < len && (r = read(p[0], buf + n, len - 1 - n)) > 0)
+        n += (size_t)r;
+    buf[n] = 0;
+    char sink[256];
+    while (read(p[0], sink, sizeof sink) > 0) {
+    }
+    close(p[0]);
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    return status;
+}
+
 #endif

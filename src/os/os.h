@@ -17,6 +17,8 @@
 /* Reserves len bytes of address space: anonymous, private, MAP_NORESERVE,
  * read/write, never transparent-huge.  NULL on failure (errno set). */
 void *os_reserve(size_t len);
+/* The same, with a name shown in /proc/self/maps ("[anon:name]"). */
+void *os_reserve_named(size_t len, const char *name);
 void os_release(void *p, size_t len);
 
 enum os_guard_mode { OS_GUARD_MADVISE = 1, OS_GUARD_MPROTECT = 2 };

@@ -12,12 +12,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #ifndef MADV_GUARD_INSTALL
 #define MADV_GUARD_INSTALL 102
+#endif
+#ifndef PR_SET_VMA
+#define PR_SET_VMA 0x53564d41
+#define PR_SET_VMA_ANON_NAME 0
 #endif
 #ifndef MADV_NOHUGEPAGE
 #define MADV_NOHUGEPAGE 15
@@ -31,6 +36,18 @@ void *os_reserve(size_t len)
         return NULL;
     /* A huge page would make a 4 KiB stack cost 2 MiB. */
     (void)madvise(p, len, MADV_NOHUGEPAGE);
+    return p;
+}
+
+void *os_reserve_named(size_t len, const char *name)
+{
+    void *p = os_reserve(len);
+    /* A name shows in /proc/self/maps and keeps the kernel from merging
+     * this mapping with unrelated anonymous memory; older kernels refuse
+     * it harmlessly. */
+    if (p)
+        (void)prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)p, len,
+                    (unsigned long)name);
     return p;
 }
 
@@ -196,8 +213,11 @@ uint64_t os_rss_in_ranges(const uintptr_t *starts, const uintptr_t *ends,
         }
         if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
             inside = false;
+            /* Adjacent chunks may merge into one mapping: count any
+             * mapping that overlaps a range (named mappings, see
+             * os_reserve_named, merge only with their own kind). */
             for (size_t i = 0; i < n; i++)
-                if (lo >= starts[i] && hi <= ends[i]) {
+                if (lo < ends[i] && hi > starts[i]) {
                     inside = true;
                     break;
                 }

@@ -1,0 +1,40 @@
+/* test_idle.c - an idle runtime sleeps in the kernel: over a second in
+ * which every task is parked (one on a timer, the others waiting), the
+ * process uses almost no CPU. */
+#include <sys/resource.h>
+
+#include "check.h"
+#include "mote.h"
+
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+static void napper(void *arg) { (void)arg; mote_sleep(3LL * 1000000000); }
+
+static void main_task(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 100; i++)
+        CHECK_EQ(mote_go(napper, NULL), 0);
+    mote_sleep(50 * 1000000); /* let the workers settle */
+    double c0 = cpu_seconds();
+    int64_t t0 = mote_now();
+    CHECK_EQ(mote_sleep(1000000000), 0);
+    double used = cpu_seconds() - c0;
+    double wall = (double)(mote_now() - t0) / 1e9;
+    printf("idle second: %.1f ms CPU over %.2f s\n", used * 1e3, wall);
+    CHECK(wall >= 1.0);
+    CHECK(used < 0.05);
+}
+
+int main(void)
+{
+    CHECK_EQ(mote_run(main_task, NULL), 0);
+    TEST_PASS("test_idle");
+    return 0;
+}

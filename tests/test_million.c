@@ -1,0 +1,63 @@
+/* test_million.c - a million live tasks on a default sysctl: each sleeps
+ * (a million timers), the stacks take a few hundred mappings, not one per
+ * task, and resident stack memory is measured from the kernel. */
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "check.h"
+#include "mote.h"
+
+#define N TEST_SCALE(1000000, 20)
+static atomic_int parked;
+
+static void sleeper(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&parked, 1);
+    mote_sleep(3600LL * 1000000000); /* discarded when main returns */
+}
+
+static int count_maps(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    CHECK(f != NULL);
+    int n = 0, c;
+    while ((c = fgetc(f)) != EOF)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+static void main_task(void *arg)
+{
+    (void)arg;
+    int64_t t0 = mote_now();
+    for (int i = 0; i < N; i++)
+        CHECK_EQ(mote_go(sleeper, NULL), 0);
+    while (atomic_load(&parked) < N)
+        mote_sleep(10000000);
+    double secs = (double)(mote_now() - t0) / 1e9;
+    uint64_t live, blocked, resident, reserved;
+    CHECK_EQ(mote_metric("/tasks/live:tasks", &live), 0);
+    CHECK_EQ(mote_metric("/tasks/blocked:tasks", &blocked), 0);
+    CHECK_EQ(mote_metric("/stacks/resident:bytes", &resident), 0);
+    CHECK_EQ(mote_metric("/stacks/reserved:bytes", &reserved), 0);
+    int maps = count_maps();
+    printf("%d tasks parked in %.2f s; %d mappings; stacks resident %.0f B/task\n",
+           N, secs, maps, (double)resident / N);
+    CHECK_EQ(live, (uint64_t)N + 1);
+    CHECK_EQ(blocked, (uint64_t)N); /* all but main, which is running */
+    CHECK(resident >= (uint64_t)N * 4096);
+    CHECK(reserved >= (uint64_t)N * 256 * 1024);
+    CHECK(maps < 2000);
+}
+
+int main(void)
+{
+    CHECK_EQ(mote_run(main_task, NULL), 0);
+    uint64_t live;
+    CHECK_EQ(mote_metric("/tasks/live:tasks", &live), 0);
+    CHECK_EQ(live, 0);
+    TEST_PASS("test_million");
+    return 0;
+}

@@ -1,0 +1,109 @@
+/* test_overflow.c - a stack overflow is never silent: the guard hit prints
+ * which task overflowed which stack, then aborts; other faults reach the
+ * program's own SIGSEGV handler as if mote had none. */
+#include <signal.h>
+#include <string.h>
+
+#include "check.h"
+#include "mote.h"
+
+static int __attribute__((noinline)) recurse(int n)
+{
+    volatile char pad[512];
+    pad[0] = (char)n;
+    if (n == 0)
+        return pad[0];
+    return recurse(n - 1) + pad[0];
+}
+
+void deep_recursion(void *arg); /* exported: its name shows in the message */
+void deep_recursion(void *arg)
+{
+    (void)arg;
+    recurse(1 << 20);
+}
+
+static void main_named(void *arg)
+{
+    (void)arg;
+    mote_task_opts o = {.name = "handle_conn", .stack_size = 64 * 1024};
+    CHECK_EQ(mote_go_ex(deep_recursion, NULL, &o), 0);
+    mote_sleep(5LL * 1000000000);
+}
+
+static void main_unnamed(void *arg)
+{
+    (void)arg;
+    mote_task_opts o = {.stack_size = 16 * 1024};
+    CHECK_EQ(mote_go_ex(deep_recursion, NULL, &o), 0);
+    mote_sleep(5LL * 1000000000);
+}
+
+static void run_main(void *fn)
+{
+    mote_run((mote_fn)fn, NULL);
+    _exit(3); /* not reached: the overflow aborts */
+}
+
+/* A program's own handler keeps working for faults that aren't overflows. */
+static void on_segv(int sig)
+{
+    (void)sig;
+    _exit(42);
+}
+
+static volatile uintptr_t wild_addr = 16;
+static void wild_write(void *arg)
+{
+    (void)arg;
+    *(volatile int *)wild_addr = 1;
+}
+
+static void main_wild(void *arg)
+{
+    (void)arg;
+    CHECK_EQ(mote_go(wild_write, NULL), 0);
+    mote_sleep(5LL * 1000000000);
+}
+
+static void run_with_handler(void *arg)
+{
+    (void)arg;
+    signal(SIGSEGV, on_segv);
+    mote_run(main_wild, NULL);
+    _exit(3);
+}
+
+static void run_default(void *arg)
+{
+    (void)arg;
+    mote_run(main_wild, NULL);
+    _exit(3);
+}
+
+int main(void)
+{
+    char buf[4096];
+    int st = test_fork_capture(run_main, (void *)main_named, buf, sizeof buf);
+    fprintf(stderr, "[child said] %s", buf);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+    CHECK(strstr(buf, ") overflowed its 64 KiB stack") != NULL);
+    CHECK(strstr(buf, "mote: task 2 (handle_conn) overflowed") != NULL);
+
+    st = test_fork_capture(run_main, (void *)main_unnamed, buf, sizeof buf);
+    fprintf(stderr, "[child said] %s", buf);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+    CHECK(strstr(buf, "(deep_recursion) overflowed its 16 KiB stack") != NULL);
+
+    st = test_fork_capture(run_with_handler, NULL, buf, sizeof buf);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 42);
+    CHECK(strstr(buf, "overflowed") == NULL);
+
+    if (!TEST_SANITIZED) { /* sanitizers report wild writes their own way */
+        st = test_fork_capture(run_default, NULL, buf, sizeof buf);
+        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
+        CHECK(strstr(buf, "overflowed") == NULL);
+    }
+    TEST_PASS("test_overflow");
+    return 0;
+}
