@@ -1,0 +1,436 @@
+/*
+ * api.c - the allocator's entry points: the inlined fast paths of malloc
+ * and free, init, and the public functions.  Built twice: into libmote
+ * (mote_malloc & co.) and, with MOTE_HEAP_PRELOAD, into libmote-malloc.so,
+ * where the same code answers to malloc, free, ... and the __libc_* names.
+ *
+ * Fast paths: malloc pops the first block of the thread's current page for
+ * the size class; free pushes onto the page's list when the page belongs to
+ * this thread.  Neither takes a lock or does an atomic read-modify-write.
+ * A block on a free list has (address ^ heap_key) in its second word;
+ * malloc clears it, so free finding it means a double free.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <unistd.h>
+
+#include "heap/heap.h"
+#include "heap/internal.h"
+#include "mote.h"
+
+uintptr_t heap_key = 0x9e3779b97f4a7c15ULL;
+_Atomic int heap_initialized;
+static heap_lock init_lock = HEAP_LOCK_INIT;
+
+static void heap_fork_prepare(void)
+{
+    tcache_fork_prepare();
+    arena_fork_prepare();
+}
+
+static void heap_fork_parent(void)
+{
+    arena_fork_parent();
+    tcache_fork_parent();
+}
+
+static void heap_fork_child(void)
+{
+    arena_fork_child();
+    tcache_fork_child();
+    scavenger_fork_child();
+}
+
+HEAP_COLD void heap_init_slow(void)
+{
+    bool first = false;
+    heap_lock_acquire(&init_lock);
+    if (!atomic_load_explicit(&heap_initialized, memory_order_relaxed)) {
+        sizeclass_init();
+        heap_config_load();
+        const uint8_t *rnd = (const uint8_t *)getauxval(AT_RANDOM);
+        if (rnd) {
+            uintptr_t k;
+            memcpy(&k, rnd + 8, sizeof k);
+            heap_key ^= k;
+        }
+        heap_key |= 1; /* never equal to an address-sized 0 cookie */
+        if (heap_cfg.limit)
+            arena_set_limit(heap_cfg.limit);
+        tcache_init_once();
+        atomic_store_explicit(&heap_initialized, 1, memory_order_release);
+        first = true;
+    }
+    heap_lock_release(&init_lock);
+    /* Outside the lock: pthread_atfork may allocate, which is fine now. */
+    if (first)
+        pthread_atfork(heap_fork_prepare, heap_fork_parent, heap_fork_child);
+}
+
+/* ---- allocation ---- */
+
+static inline void *heap_alloc_cls(unsigned cls)
+{
+    heap_tcache *h = heap_tls;
+    heap_page *pg = h->cur[cls];
+    heap_block *b = pg->free;
+    if (HEAP_UNLIKELY(!b))
+        return tcache_alloc_slow(h, cls);
+    pg->free = b->next;
+    pg->used++;
+    b->cookie = 0;
+    HEAP_COUNT_INC(h->count[cls].nmalloc);
+    return b;
+}
+
+/* Above HEAP_SMALL_MAX, or aligned beyond what a size class gives. */
+static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero)
+{
+    heap_ensure_init();
+    size_t extra = align > HEAP_SLICE_SIZE ? align - HEAP_SLICE_SIZE : 0;
+    void *p;
+    if (n <= HEAP_LARGE_MAX && n + extra <= HEAP_LARGE_MAX)
+        p = arena_large_alloc(n, align);
+    else
+        p = arena_huge_alloc(n, align);
+    if (p && zero) {
+        heap_segment *seg = heap_segment_of(p);
+        uint8_t e = heap_segmap[(uintptr_t)p >> HEAP_SEG_SHIFT];
+        if (e >= 2)
+            seg = (heap_segment *)((((uintptr_t)p >> HEAP_SEG_SHIFT) - (e - 2u)) << HEAP_SEG_SHIFT);
+        heap_page *pg = e >= 2 ? &seg->pages[0] : seg->map[((uintptr_t)p >> HEAP_SLICE_SHIFT) & 63];
+        *zero = pg->zeroed;
+    }
+    return p;
+}
+
+static inline void *heap_malloc_inline(size_t n)
+{
+    if (HEAP_LIKELY(n <= HEAP_SMALL_MAX))
+        return heap_alloc_cls(sizeclass_of(n));
+    return heap_alloc_big(n, 0, NULL);
+}
+
+void *heap_malloc(size_t n)
+{
+    return heap_malloc_inline(n);
+}
+
+/* ---- free ---- */
+
+/* Finds the page of a pointer mote returned, or reports it and aborts. */
+static heap_page *heap_page_of(const void *p, const char *what)
+{
+    uintptr_t u = (uintptr_t)p;
+    uintptr_t idx = u >> HEAP_SEG_SHIFT;
+    if (idx >= HEAP_SEGMAP_LEN || !heap_segmap[idx])
+        heap_invalid_free(p, what);
+    uint8_t e = heap_segmap[idx];
+    if (e >= 2) {
+        heap_segment *seg = (heap_segment *)((idx - (e - 2u)) << HEAP_SEG_SHIFT);
+        if (seg->magic != HEAP_SEG_MAGIC || seg->pages[0].first != p || !seg->pages[0].used)
+            heap_invalid_free(p, what);
+        return &seg->pages[0];
+    }
+    heap_segment *seg = (heap_segment *)(u & ~HEAP_SEG_MASK);
+    heap_page *pg = seg->map[(u >> HEAP_SLICE_SHIFT) & 63];
+    if (!pg)
+        heap_invalid_free(p, what);
+    if (pg->kind == HEAP_PAGE_SMALL) {
+        uint64_t off = u - (uintptr_t)pg->start;
+        if (((off * pg->div_magic) >> 40) * pg->bsize != off)
+            heap_invalid_free(p, what);
+    } else if (pg->first != p || pg->used != 1) {
+        heap_invalid_free(p, what);
+    }
+    return pg;
+}
+
+static HEAP_NOINLINE void heap_free_slow(void *p)
+{
+    if (!p)
+        return;
+    uintptr_t u = (uintptr_t)p;
+    heap_page *pg = heap_page_of(p, "free");
+    if (pg->kind == HEAP_PAGE_HUGE) {
+        arena_huge_free(heap_segment_of(pg), p);
+        return;
+    }
+    if (pg->kind == HEAP_PAGE_LARGE) {
+        arena_large_free(pg);
+        return;
+    }
+    heap_block *b = p;
+    if (b->cookie == (u ^ heap_key))
+        heap_invalid_free(p, "free");
+    heap_tcache *h = heap_tls;
+    if (pg->owner == h) { /* only when called for a local block (realloc) */
+        b->next = pg->free;
+        b->cookie = u ^ heap_key;
+        pg->free = b;
+        HEAP_COUNT_INC(h->count[pg->cls].nfree);
+        if (--pg->used == 0 || pg->in_full)
+            tcache_page_freed(h, pg);
+        return;
+    }
+    b->cookie = u ^ heap_key;
+    if (h == &heap_tcache_empty)
+        atomic_fetch_add_explicit(&heap_orphan_nfree[pg->cls], 1, memory_order_relaxed);
+    else
+        HEAP_COUNT_INC(h->count[pg->cls].nfree);
+    page_free_remote(pg, b);
+}
+
+static inline void heap_free_inline(void *p)
+{
+    uintptr_t u = (uintptr_t)p;
+    uintptr_t idx = u >> HEAP_SEG_SHIFT;
+    if (HEAP_UNLIKELY(idx >= HEAP_SEGMAP_LEN || heap_segmap[idx] != 1)) {
+        heap_free_slow(p);
+        return;
+    }
+    heap_segment *seg = (heap_segment *)(u & ~HEAP_SEG_MASK);
+    heap_page *pg = seg->map[(u >> HEAP_SLICE_SHIFT) & 63];
+    heap_tcache *h = heap_tls;
+    heap_block *b = p;
+    if (HEAP_LIKELY(pg && pg->owner == h)) {
+        uint64_t off = u - (uintptr_t)pg->start;
+        if (HEAP_UNLIKELY(b->cookie == (u ^ heap_key) ||
+                          ((off * pg->div_magic) >> 40) * pg->bsize != off))
+            heap_invalid_free(p, "free");
+        b->next = pg->free;
+        b->cookie = u ^ heap_key;
+        pg->free = b;
+        HEAP_COUNT_INC(h->count[pg->cls].nfree);
+        if (HEAP_UNLIKELY(--pg->used == 0 || pg->in_full))
+            tcache_page_freed(h, pg);
+        return;
+    }
+    heap_free_slow(p);
+}
+
+void heap_free(void *p)
+{
+    heap_free_inline(p);
+}
+
+/* ---- the rest of the API ---- */
+
+size_t heap_usable_size(const void *p)
+{
+    if (!p)
+        return 0;
+    heap_page *pg = heap_page_of(p, "malloc_usable_size");
+    return pg->kind == HEAP_PAGE_SMALL ? pg->bsize : pg->usable;
+}
+
+void *heap_calloc(size_t n, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (total <= HEAP_SMALL_MAX) {
+        void *p = heap_alloc_cls(sizeclass_of(total));
+        if (p)
+            memset(p, 0, total);
+        return p;
+    }
+    bool zero = false;
+    void *p = heap_alloc_big(total, 0, &zero);
+    if (p && !zero)
+        memset(p, 0, total);
+    return p;
+}
+
+void *heap_memalign(size_t align, size_t n)
+{
+    if (align <= 16)
+        return heap_malloc_inline(n);
+    if (n <= HEAP_SMALL_MAX && align <= HEAP_SLICE_SIZE) {
+        /* A block is aligned to every power of two dividing its class size,
+         * because pages start on a slice boundary. */
+        unsigned c = sizeclass_of(n < align ? align : n);
+        while (c < HEAP_NCLS && sizeclass_size[c] % align)
+            c++;
+        if (c < HEAP_NCLS)
+            return heap_alloc_cls(c);
+    }
+    return heap_alloc_big(n, align, NULL);
+}
+
+void *heap_realloc(void *p, size_t n)
+{
+    if (!p)
+        return heap_malloc_inline(n);
+    if (n == 0) { /* glibc's behaviour: free and return NULL */
+        heap_free_inline(p);
+        return NULL;
+    }
+    size_t us = heap_usable_size(p);
+    if (n <= us && n >= us / 2)
+        return p;
+    void *q = heap_malloc_inline(n);
+    if (!q)
+        return NULL; /* errno is ENOMEM; p stays valid */
+    memcpy(q, p, n < us ? n : us);
+    heap_free_inline(p);
+    return q;
+}
+
+void heap_release_all(void)
+{
+    heap_ensure_init();
+    tcache_release_own();
+    tcache_collect_dead();
+    while (arena_scavenge(0, false) == 0)
+        ;
+}
+
+int heap_set_limit(uint64_t bytes)
+{
+    heap_ensure_init();
+    return arena_set_limit(bytes);
+}
+
+size_t heap_committed_bytes(void)
+{
+    return (size_t)arena_committed();
+}
+
+__attribute__((destructor)) static void heap_fini(void)
+{
+    if (heap_cfg.stats)
+        stats_print_at_exit();
+}
+
+__attribute__((constructor)) static void heap_ctor(void)
+{
+    heap_ensure_init();
+}
+
+#define API __attribute__((visibility("default")))
+
+#ifndef MOTE_HEAP_PRELOAD
+/* ---- libmote: mote_malloc & co. ---- */
+
+API void *mote_malloc(size_t size) { return heap_malloc_inline(size); }
+API void mote_free(void *p) { heap_free_inline(p); }
+API void *mote_calloc(size_t n, size_t size) { return heap_calloc(n, size); }
+API void *mote_realloc(void *p, size_t size) { return heap_realloc(p, size); }
+API size_t mote_usable_size(const void *p) { return heap_usable_size(p); }
+API void mote_mem_release(void) { heap_release_all(); }
+
+API void *mote_aligned_alloc(size_t alignment, size_t size)
+{
+    if (alignment == 0 || (alignment & (alignment - 1))) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return heap_memalign(alignment, size);
+}
+
+#else
+/* ---- libmote-malloc.so: the C library's names ---- */
+#include <malloc.h>
+#include <stdlib.h>
+
+API void *malloc(size_t size) { return heap_malloc_inline(size); }
+API void free(void *p) { heap_free_inline(p); }
+API void *calloc(size_t n, size_t size) { return heap_calloc(n, size); }
+API void *realloc(void *p, size_t size) { return heap_realloc(p, size); }
+API size_t malloc_usable_size(void *p) { return heap_usable_size(p); }
+API void cfree(void *p) { heap_free_inline(p); }
+API void free_sized(void *p, size_t size) { (void)size; heap_free_inline(p); }
+API void free_aligned_sized(void *p, size_t align, size_t size)
+{
+    (void)align;
+    (void)size;
+    heap_free_inline(p);
+}
+
+API void *reallocarray(void *p, size_t n, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return heap_realloc(p, total);
+}
+
+API int posix_memalign(void **out, size_t align, size_t size)
+{
+    if (align < sizeof(void *) || (align & (align - 1)))
+        return EINVAL;
+    int saved = errno;
+    void *p = heap_memalign(align, size);
+    if (!p) {
+        errno = saved;
+        return ENOMEM;
+    }
+    *out = p;
+    return 0;
+}
+
+API void *aligned_alloc(size_t align, size_t size)
+{
+    if (align == 0 || (align & (align - 1))) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return heap_memalign(align, size);
+}
+
+API void *memalign(size_t align, size_t size)
+{
+    /* glibc rounds a non-power-of-two alignment up */
+    if (align & (align - 1)) {
+        if (align > ((size_t)1 << 62)) {
+            errno = EINVAL;
+            return NULL;
+        }
+        align = (size_t)1 << (64 - __builtin_clzl(align));
+    }
+    return heap_memalign(align, size);
+}
+
+API void *valloc(size_t size) { return heap_memalign(HEAP_OS_PAGE, size); }
+
+API void *pvalloc(size_t size)
+{
+    size_t r = (size + HEAP_OS_PAGE - 1) & ~(HEAP_OS_PAGE - 1);
+    if (r < size) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return heap_memalign(HEAP_OS_PAGE, r ? r : HEAP_OS_PAGE);
+}
+
+API int malloc_trim(size_t pad)
+{
+    (void)pad;
+    heap_release_all();
+    return 1;
+}
+
+/* glibc's internal entry points, called by some programs and libraries. */
+API void *__libc_malloc(size_t size) { return heap_malloc_inline(size); }
+API void __libc_free(void *p) { heap_free_inline(p); }
+API void *__libc_calloc(size_t n, size_t size) { return heap_calloc(n, size); }
+API void *__libc_realloc(void *p, size_t size) { return heap_realloc(p, size); }
+API void *__libc_memalign(size_t align, size_t size) { return memalign(align, size); }
+API void *__libc_valloc(size_t size) { return valloc(size); }
+API void *__libc_pvalloc(size_t size) { return pvalloc(size); }
+API void *__libc_reallocarray(void *p, size_t n, size_t size) { return reallocarray(p, n, size); }
+API int __posix_memalign(void **out, size_t align, size_t size)
+{
+    return posix_memalign(out, align, size);
+}
+
+/* mote_mem_release is useful to preloaded programs that know about mote. */
+API void mote_mem_release(void) { heap_release_all(); }
+#endif

@@ -1,0 +1,102 @@
+/*
+ * config.c - the allocator's environment variables, read once at init:
+ *   MOTE_MALLOC_DECAY_MS  ms a free page stays resident before the
+ *                         scavenger returns it (default 500, max 3600000)
+ *   MOTE_MEMLIMIT         hard limit on the heap's committed bytes, with an
+ *                         optional K/M/G suffix (0 or unset: none)
+ *   MOTE_MALLOC_STATS     1 (text table) or json, printed at exit
+ * malloc cannot return a configuration error, so an invalid value is
+ * reported on stderr and ignored (the built-in default stays in force);
+ * heap_check_env() lets the runtime turn the same error into -EINVAL.
+ * getenv() is safe here: it does not allocate.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "heap/heap.h"
+#include "heap/internal.h"
+
+heap_config heap_cfg = {.decay_ms = 500};
+
+static void config_bad(const char *name, const char *val, const char *why)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "mote: %s=\"%.64s\": %s; ignored\n", name, val, why);
+    heap_write_err(buf);
+    heap_cfg.env_error = 1;
+}
+
+/* Parses an unsigned decimal with an optional K/M/G (binary) suffix. */
+static int config_parse_u64(const char *s, bool suffix, uint64_t *out)
+{
+    if (!*s)
+        return -EINVAL;
+    uint64_t v = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > (UINT64_MAX - 9) / 10)
+            return -ERANGE;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    if (p == s)
+        return -EINVAL;
+    unsigned shift = 0;
+    if (suffix && *p) {
+        switch (*p) {
+        case 'k': case 'K': shift = 10; break;
+        case 'm': case 'M': shift = 20; break;
+        case 'g': case 'G': shift = 30; break;
+        case 't': case 'T': shift = 40; break;
+        default: return -EINVAL;
+        }
+        p++;
+        if (*p == 'i' || *p == 'I')
+            p++;
+        if (*p == 'b' || *p == 'B')
+            p++;
+    }
+    if (*p)
+        return -EINVAL;
+    if (shift && v > (UINT64_MAX >> shift))
+        return -ERANGE;
+    *out = v << shift;
+    return 0;
+}
+
+void heap_config_load(void)
+{
+    const char *s = getenv("MOTE_MALLOC_DECAY_MS");
+    uint64_t v;
+    if (s) {
+        int r = config_parse_u64(s, false, &v);
+        if (r < 0 || v > 3600000)
+            config_bad("MOTE_MALLOC_DECAY_MS", s,
+                       "want milliseconds, an integer from 0 to 3600000");
+        else
+            heap_cfg.decay_ms = (uint32_t)v;
+    }
+    s = getenv("MOTE_MEMLIMIT");
+    if (s) {
+        if (config_parse_u64(s, true, &v) < 0)
+            config_bad("MOTE_MEMLIMIT", s, "want bytes with an optional K, M or G suffix");
+        else
+            heap_cfg.limit = v;
+    }
+    s = getenv("MOTE_MALLOC_STATS");
+    if (s && *s) {
+        if (!strcmp(s, "1") || !strcmp(s, "text"))
+            heap_cfg.stats = 1;
+        else if (!strcmp(s, "json"))
+            heap_cfg.stats = 2;
+        else if (strcmp(s, "0") != 0)
+            config_bad("MOTE_MALLOC_STATS", s, "want 1, json or 0");
+    }
+}
+
+int heap_check_env(void)
+{
+    heap_ensure_init();
+    return heap_cfg.env_error ? -EINVAL : 0;
+}

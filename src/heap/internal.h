@@ -1,0 +1,260 @@
+/*
+ * internal.h - the allocator's data structures, shared by the files of src/heap/.
+ *
+ * Memory layout (see docs/heap.md):
+ *   segment  4 MiB, 4 MiB-aligned, from one MAP_NORESERVE mmap; 64 slices of
+ *            64 KiB.  Slice 0 holds the segment header; slices 1..63 are
+ *            handed out as runs ("pages").
+ *   page     a run of 1..63 slices with one descriptor in its segment's
+ *            header.  A small page holds blocks of one size class and
+ *            belongs to one thread cache; a large page holds one block and
+ *            belongs to the arena.
+ *   huge     an allocation above HEAP_LARGE_MAX: its own mapping with a
+ *            segment header (kind HEAP_SEG_HUGE) in front.
+ * Any pointer mote returned is found from its address alone:
+ *   heap_segmap[p >> 22] says whether p's 4 MiB unit is ours; the segment is
+ *   p & ~(4 MiB - 1); the page is seg->map[(p >> 16) & 63].
+ *
+ * Ownership rules (the invariants every file relies on):
+ *   - page fields above "remote-visible" are touched only by the owner: the
+ *     thread whose cache holds the page, or whoever holds the pool lock for
+ *     a dead cache, or the arena lock for large pages.
+ *   - page->tfree is the only field other threads write: a lock-free stack
+ *     of blocks freed by non-owners, with a 2-bit state in its low bits.
+ *   - segment fields (masks, map, since) change only under the arena lock.
+ */
+#ifndef MOTE_HEAP_INTERNAL_H
+#define MOTE_HEAP_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "heap/lock.h"
+
+#define HEAP_LIKELY(x) __builtin_expect(!!(x), 1)
+#define HEAP_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define HEAP_NOINLINE __attribute__((noinline))
+#define HEAP_COLD __attribute__((noinline, cold))
+
+#define HEAP_SEG_SHIFT 22
+#define HEAP_SEG_SIZE (1UL << HEAP_SEG_SHIFT)
+#define HEAP_SEG_MASK (HEAP_SEG_SIZE - 1)
+#define HEAP_SLICE_SHIFT 16
+#define HEAP_SLICE_SIZE (1UL << HEAP_SLICE_SHIFT)
+#define HEAP_SLICES 64
+#define HEAP_OS_PAGE 4096UL
+/* Address space covered by the segment map: 2^47 (x86-64 user space). */
+#define HEAP_SEGMAP_LEN (1UL << (47 - HEAP_SEG_SHIFT))
+
+/* Size classes: 1..48, 16..131072 bytes; class 0 marks large/huge pages. */
+#define HEAP_NCLS 49
+#define HEAP_SMALL_MAX 131072UL
+/* Larger requests than this get their own mapping. */
+#define HEAP_LARGE_MAX (2UL << 20)
+/* Blocks of a small page are carved lazily, about this many bytes at a time,
+ * so a fresh page costs RSS only for what is used. */
+#define HEAP_CARVE_BYTES 4096UL
+
+enum { HEAP_SEG_SMALL = 1, HEAP_SEG_HUGE = 2 };
+enum { HEAP_PAGE_FREE = 0, HEAP_PAGE_SMALL = 1, HEAP_PAGE_LARGE = 2, HEAP_PAGE_HUGE = 3 };
+/* States in the low bits of page->tfree. */
+enum {
+    HEAP_TF_NORMAL = 0,   /* page is in its cache's class queue */
+    HEAP_TF_FULL = 1,     /* page left the queue; the next remote free notifies */
+    HEAP_TF_NOTIFIED = 2, /* a remote free pushed the page on cache->remote */
+};
+#define HEAP_TF_STATE 3UL
+
+typedef struct heap_block {
+    struct heap_block *next;
+    uintptr_t cookie; /* (address ^ heap_key) while free: double-free check */
+} heap_block;
+
+struct heap_tcache;
+
+typedef struct heap_page {
+    /* ---- owner-only ---- */
+    heap_block *free;   /* blocks ready to hand out */
+    uint32_t used;      /* blocks out (includes remote frees not collected) */
+    uint32_t capacity;  /* blocks carved so far */
+    uint32_t reserved;  /* blocks that fit */
+    uint8_t cls;        /* size class, 0 for large/huge */
+    uint8_t kind;       /* HEAP_PAGE_* */
+    uint8_t in_full;    /* 1 while out of its class queue */
+    uint8_t zeroed;     /* large/huge: the block is known to be zero */
+    uint32_t slices;    /* length of the run */
+    uint32_t bsize;     /* block size (small pages) */
+    uint64_t div_magic; /* ceil(2^40 / bsize): offset -> block index */
+    uint8_t *start;     /* first byte of the run */
+    uint8_t *first;     /* large/huge: the block handed out */
+    size_t usable;      /* large/huge: usable bytes from first */
+    struct heap_page *next, *prev; /* class queue */
+    struct heap_page *remote_next; /* on owner->remote */
+    /* ---- remote-visible ---- */
+    struct heap_tcache *owner; /* set before the page's first block is handed out */
+    _Atomic uintptr_t tfree;   /* remote-freed blocks | HEAP_TF_* state */
+} heap_page;
+
+typedef struct heap_segment {
+    uint64_t magic;
+    uint32_t kind;
+    uint32_t index;    /* creation order, for stats */
+    uint32_t in_avail; /* on the arena's list of segments with free slices */
+    uint32_t pad_;
+    struct heap_segment *next, *prev; /* arena's segment list */
+    uint64_t free_mask;  /* slices not in any page */
+    uint64_t dirty_mask; /* free slices that may be resident */
+    size_t map_size;     /* huge: length of the whole mapping */
+    uint8_t *map_base;   /* huge: start of the whole mapping */
+    uint32_t since[HEAP_SLICES]; /* ms clock when a dirty free slice was freed */
+    heap_page *map[HEAP_SLICES]; /* slice -> page holding it, NULL when free */
+    heap_page pages[HEAP_SLICES]; /* descriptor of the page starting at slice i */
+} heap_segment;
+
+#define HEAP_SEG_MAGIC 0x6d6f74655f736567ULL /* "mote_seg" */
+
+typedef struct heap_queue {
+    heap_page *first, *last;
+} heap_queue;
+
+/* Per-class counters: written by one thread with relaxed load+store (no
+ * atomic RMW), read by anyone. */
+typedef struct heap_count {
+    _Atomic uint64_t nmalloc, nfree;
+} heap_count;
+
+typedef struct heap_tcache {
+    heap_page *cur[HEAP_NCLS]; /* == queue[c].first, or &heap_page_empty */
+    heap_count count[HEAP_NCLS];
+    heap_queue queue[HEAP_NCLS];
+    _Atomic(heap_page *) remote; /* pages notified by remote frees */
+    _Atomic int dead;            /* 1 while in the pool (thread exited) */
+    struct heap_tcache *pool_next; /* pool of dead caches */
+    struct heap_tcache *all_next;  /* every cache ever made (immortal) */
+    uint32_t id;
+} heap_tcache;
+
+/* ---- globals ---- */
+extern uint8_t heap_segmap[HEAP_SEGMAP_LEN];
+extern uintptr_t heap_key;
+extern heap_tcache heap_tcache_empty;
+extern heap_page heap_page_empty;
+extern __thread heap_tcache *heap_tls __attribute__((tls_model("initial-exec")));
+
+/* ---- sizeclass.c ---- */
+extern uint32_t sizeclass_size[HEAP_NCLS];
+void sizeclass_init(void);
+extern uint8_t sizeclass_slices[HEAP_NCLS];
+static inline unsigned sizeclass_of(size_t n)
+{
+    if (n <= 128)
+        return n <= 16 ? 1 : (unsigned)((n + 15) >> 4);
+    size_t m = n - 1;
+    unsigned b = 63u - (unsigned)__builtin_clzl(m);
+    return 8u + (b - 7u) * 4u + (unsigned)((m >> (b - 2)) & 3u) + 1u;
+}
+
+/* ---- os.c ---- */
+void *heap_os_map(size_t size, size_t align, bool noreserve);
+void heap_os_unmap(void *p, size_t size);
+void heap_os_decommit(void *p, size_t size);
+uint32_t heap_now_ms(void);
+void heap_write_err(const char *s);
+HEAP_COLD __attribute__((noreturn)) void heap_invalid_free(const void *p, const char *what);
+
+/* ---- config.c ---- */
+typedef struct heap_config {
+    uint32_t decay_ms;
+    uint64_t limit;  /* 0: none */
+    int stats;       /* 0 none, 1 text, 2 json */
+    int env_error;   /* an environment variable was invalid */
+} heap_config;
+extern heap_config heap_cfg;
+void heap_config_load(void);
+
+/* ---- init (api.c / tcache.c) ---- */
+extern _Atomic int heap_initialized;
+void heap_init_slow(void);
+static inline void heap_ensure_init(void)
+{
+    if (HEAP_UNLIKELY(!atomic_load_explicit(&heap_initialized, memory_order_acquire)))
+        heap_init_slow();
+}
+
+/* ---- arena.c: segments, slice runs, large and huge blocks ---- */
+extern heap_lock heap_arena_lock;
+heap_page *arena_page_alloc(uint32_t slices, bool *zero); /* arena lock held */
+void arena_page_free(heap_page *pg);                       /* arena lock held */
+void *arena_large_alloc(size_t size, size_t align);
+void arena_large_free(heap_page *pg);
+void *arena_huge_alloc(size_t size, size_t align);
+void arena_huge_free(heap_segment *seg, const void *p);
+/* Releases dirty free slices older than decay_ms; returns ms until the next
+ * one is due, or -1 if none is waiting.  Takes the arena lock itself. */
+long arena_scavenge(uint32_t decay_ms, bool may_idle);
+int arena_set_limit(uint64_t bytes);
+uint64_t arena_committed(void);
+void arena_fork_prepare(void);
+void arena_fork_parent(void);
+void arena_fork_child(void);
+typedef struct heap_arena_stats {
+    uint64_t mapped, released, large_inuse, huge_inuse, segments, huge_count,
+        decommits, released_total;
+} heap_arena_stats;
+void arena_stats(heap_arena_stats *st);
+
+static inline heap_segment *heap_segment_of(const void *p)
+{
+    return (heap_segment *)((uintptr_t)p & ~HEAP_SEG_MASK);
+}
+
+/* ---- page.c ---- */
+void page_init_small(heap_page *pg, heap_tcache *owner, unsigned cls);
+void page_extend(heap_page *pg);
+void page_collect(heap_page *pg);
+bool page_try_mark_full(heap_page *pg);
+void page_set_normal(heap_page *pg, uintptr_t from_state);
+void page_free_remote(heap_page *pg, heap_block *b);
+
+/* ---- tcache.c ---- */
+void *tcache_alloc_slow(heap_tcache *h, unsigned cls);
+void tcache_page_freed(heap_tcache *h, heap_page *pg);
+void tcache_release_own(void);
+void tcache_collect_dead(void);
+void tcache_init_once(void);
+void tcache_fork_prepare(void);
+void tcache_fork_parent(void);
+void tcache_fork_child(void);
+heap_tcache *tcache_all(void);
+extern _Atomic uint64_t heap_orphan_nfree[HEAP_NCLS];
+
+/* ---- scavenger.c ---- */
+void scavenger_ensure(void);
+void scavenger_kick(void);
+/* Under the arena lock: bumped when dirty free slices appear; idle is 1
+ * while the scavenger sleeps with nothing due. */
+extern uint64_t scavenger_gen;
+extern int scavenger_idle;
+void scavenger_note_dirty(void); /* arena lock held */
+void scavenger_fork_child(void);
+
+/* ---- api.c ---- */
+void *heap_malloc(size_t n);
+void heap_free(void *p);
+void *heap_calloc(size_t n, size_t size);
+void *heap_realloc(void *p, size_t n);
+void *heap_memalign(size_t align, size_t n);
+size_t heap_usable_size(const void *p);
+void heap_release_all(void);
+
+/* ---- stats.c ---- */
+void stats_print_at_exit(void);
+
+/* Relaxed counter bump by the counter's only writer. */
+#define HEAP_COUNT_INC(c) \
+    atomic_store_explicit(&(c), atomic_load_explicit(&(c), memory_order_relaxed) + 1, \
+                          memory_order_relaxed)
+
+#endif

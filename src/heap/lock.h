@@ -1,0 +1,40 @@
+/*
+ * lock.h - the allocator's own lock: a three-state futex mutex (0 free,
+ * 1 held, 2 held with waiters).  Owns nothing else.  It never allocates, so
+ * it can be used from inside malloc, and it is a plain int, so a fork child
+ * re-initialises it by storing 0.  Acquire/release atomics give TSan the
+ * happens-before edges it needs.
+ */
+#ifndef MOTE_HEAP_LOCK_H
+#define MOTE_HEAP_LOCK_H
+
+#include <stdatomic.h>
+
+typedef struct heap_lock {
+    _Atomic int v;
+} heap_lock;
+
+#define HEAP_LOCK_INIT {0}
+
+void heap_lock_slow(heap_lock *l);
+void heap_futex_wake(_Atomic int *addr, int n);
+/* Sleeps while *addr == val, at most timeout_ms (< 0: no timeout). */
+void heap_futex_wait(_Atomic int *addr, int val, long timeout_ms);
+
+static inline void heap_lock_acquire(heap_lock *l)
+{
+    int c = 0;
+    if (__builtin_expect(atomic_compare_exchange_strong_explicit(
+                             &l->v, &c, 1, memory_order_acquire, memory_order_relaxed),
+                         1))
+        return;
+    heap_lock_slow(l);
+}
+
+static inline void heap_lock_release(heap_lock *l)
+{
+    if (atomic_exchange_explicit(&l->v, 0, memory_order_release) == 2)
+        heap_futex_wake(&l->v, 1);
+}
+
+#endif

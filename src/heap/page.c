@@ -1,0 +1,109 @@
+/*
+ * page.c - one small page: its blocks, carved lazily, and its remote-free
+ * stack.  The owner allocates from page->free and frees into it without
+ * atomics; other threads push freed blocks on page->tfree with one CAS.
+ * The low bits of tfree say where the page is (HEAP_TF_*):
+ *   NORMAL   in its owner's class queue; remote frees just push;
+ *   FULL     out of the queue (no free block); the first remote free turns
+ *            it NOTIFIED and pushes the page on owner->remote, so the owner
+ *            (or the scavenger, for a dead owner) takes it back;
+ *   NOTIFIED on owner->remote, or being pushed there: the page must not be
+ *            freed until it has been taken off that list.
+ */
+#include "heap/internal.h"
+
+#define TF_PTR(t) ((heap_block *)((t) & ~HEAP_TF_STATE))
+
+void page_init_small(heap_page *pg, heap_tcache *owner, unsigned cls)
+{
+    uint32_t bsize = sizeclass_size[cls];
+    pg->kind = HEAP_PAGE_SMALL;
+    pg->cls = (uint8_t)cls;
+    pg->bsize = bsize;
+    pg->div_magic = ((1ULL << 40) + bsize - 1) / bsize;
+    pg->reserved = (uint32_t)(((size_t)pg->slices << HEAP_SLICE_SHIFT) / bsize);
+    pg->first = pg->start;
+    pg->owner = owner;
+    atomic_store_explicit(&pg->tfree, 0, memory_order_relaxed);
+    page_extend(pg);
+}
+
+/* Carves about HEAP_CARVE_BYTES more blocks onto the free list. */
+void page_extend(heap_page *pg)
+{
+    uint32_t n = (uint32_t)(HEAP_CARVE_BYTES / pg->bsize);
+    if (n == 0)
+        n = 1;
+    if (n > pg->reserved - pg->capacity)
+        n = pg->reserved - pg->capacity;
+    if (n == 0)
+        return;
+    uint8_t *p = pg->start + (size_t)pg->capacity * pg->bsize;
+    heap_block *head = (heap_block *)p;
+    for (uint32_t i = 0; i + 1 < n; i++, p += pg->bsize)
+        ((heap_block *)p)->next = (heap_block *)(p + pg->bsize);
+    ((heap_block *)p)->next = pg->free;
+    pg->free = head;
+    pg->capacity += n;
+}
+
+/* Moves remote-freed blocks to the local free list (owner only). */
+void page_collect(heap_page *pg)
+{
+    uintptr_t t = atomic_load_explicit(&pg->tfree, memory_order_relaxed);
+    if (!TF_PTR(t))
+        return;
+    while (!atomic_compare_exchange_weak_explicit(&pg->tfree, &t, t & HEAP_TF_STATE,
+                                                  memory_order_acquire, memory_order_relaxed))
+        ;
+    heap_block *head = TF_PTR(t), *tail = head;
+    uint32_t n = 1;
+    while (tail->next) {
+        tail = tail->next;
+        n++;
+    }
+    tail->next = pg->free;
+    pg->free = head;
+    pg->used -= n;
+}
+
+/* NORMAL with no remote block -> FULL.  False if a remote free raced in. */
+bool page_try_mark_full(heap_page *pg)
+{
+    uintptr_t t = HEAP_TF_NORMAL;
+    return atomic_compare_exchange_strong_explicit(&pg->tfree, &t, HEAP_TF_FULL,
+                                                   memory_order_relaxed, memory_order_relaxed);
+}
+
+/* If the state is `from`, makes it NORMAL, keeping the pushed blocks. */
+void page_set_normal(heap_page *pg, uintptr_t from)
+{
+    uintptr_t t = atomic_load_explicit(&pg->tfree, memory_order_relaxed);
+    while ((t & HEAP_TF_STATE) == from &&
+           !atomic_compare_exchange_weak_explicit(&pg->tfree, &t, t & ~HEAP_TF_STATE,
+                                                  memory_order_acquire, memory_order_relaxed))
+        ;
+}
+
+/* A non-owner frees b (its cookie is already set). */
+void page_free_remote(heap_page *pg, heap_block *b)
+{
+    uintptr_t t = atomic_load_explicit(&pg->tfree, memory_order_relaxed), nt;
+    do {
+        b->next = TF_PTR(t);
+        uintptr_t st = t & HEAP_TF_STATE;
+        nt = (uintptr_t)b | (st == HEAP_TF_FULL ? HEAP_TF_NOTIFIED : st);
+    } while (!atomic_compare_exchange_weak_explicit(&pg->tfree, &t, nt, memory_order_release,
+                                                    memory_order_relaxed));
+    if ((t & HEAP_TF_STATE) != HEAP_TF_FULL)
+        return;
+    /* We made it NOTIFIED: the page stays put until its owner pops it. */
+    heap_tcache *h = pg->owner;
+    heap_page *head = atomic_load_explicit(&h->remote, memory_order_relaxed);
+    do {
+        pg->remote_next = head;
+    } while (!atomic_compare_exchange_weak_explicit(&h->remote, &head, pg, memory_order_seq_cst,
+                                                    memory_order_relaxed));
+    if (atomic_load_explicit(&h->dead, memory_order_seq_cst))
+        scavenger_kick();
+}

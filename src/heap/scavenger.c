@@ -1,0 +1,95 @@
+/*
+ * scavenger.c - the background thread that gives memory back to the OS.
+ * Started lazily, the first time a page goes back to the arena.  It wakes
+ * when the oldest dirty free slice reaches the decay period
+ * (MOTE_MALLOC_DECAY_MS), releases everything that old with MADV_DONTNEED
+ * and sleeps again on a futex.  With nothing dirty it sleeps without a
+ * timeout (scavenger_idle) until arena_page_free() wakes it: an idle
+ * process costs 0% CPU.  It also empties the caches of exited threads when a
+ * remote free lands in one (scavenger_kick).  Its signals are blocked, so
+ * it never runs a program's signal handler.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+
+#include "heap/internal.h"
+
+uint64_t scavenger_gen; /* arena lock */
+int scavenger_idle;     /* arena lock */
+static _Atomic int scav_state; /* 0 not started, 1 running or starting */
+static _Atomic int scav_seq;   /* futex word: bumped to wake the thread */
+static _Atomic int scav_dead;  /* dead caches have notified pages */
+
+static void scavenger_wake(void)
+{
+    atomic_fetch_add_explicit(&scav_seq, 1, memory_order_release);
+    heap_futex_wake(&scav_seq, 1);
+}
+
+void scavenger_note_dirty(void)
+{
+    scavenger_gen++;
+    if (scavenger_idle) {
+        scavenger_idle = 0;
+        scavenger_wake();
+    }
+}
+
+void scavenger_kick(void)
+{
+    atomic_store_explicit(&scav_dead, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&scav_state, memory_order_acquire))
+        scavenger_wake();
+    else
+        scavenger_ensure();
+}
+
+static void *scavenger_main(void *arg)
+{
+    (void)arg;
+    prctl(PR_SET_NAME, "mote-scavenger", 0, 0, 0);
+    for (;;) {
+        int seq = atomic_load_explicit(&scav_seq, memory_order_acquire);
+        if (atomic_exchange_explicit(&scav_dead, 0, memory_order_seq_cst))
+            tcache_collect_dead();
+        long next = arena_scavenge(heap_cfg.decay_ms, true);
+        if (next == 0)
+            continue;
+        /* Sleep at least 10 ms: releases are batched, not one slice each. */
+        if (next > 0 && next < 10)
+            next = 10;
+        heap_futex_wait(&scav_seq, seq, next);
+    }
+    return NULL;
+}
+
+void scavenger_ensure(void)
+{
+    if (HEAP_LIKELY(atomic_load_explicit(&scav_state, memory_order_relaxed)))
+        return;
+    int z = 0;
+    if (!atomic_compare_exchange_strong_explicit(&scav_state, &z, 1, memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        return;
+    pthread_attr_t attr;
+    sigset_t all, old;
+    pthread_t t;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 128 * 1024);
+    int r = pthread_create(&t, &attr, scavenger_main, NULL);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (r != 0)
+        atomic_store_explicit(&scav_state, 0, memory_order_release); /* retry later */
+}
+
+void scavenger_fork_child(void)
+{
+    /* The thread did not survive the fork; the next freed page restarts it. */
+    atomic_store_explicit(&scav_state, 0, memory_order_relaxed);
+    scavenger_idle = 0;
+}

@@ -1,0 +1,37 @@
+/*
+ * sizeclass.c - the size classes.  Classes 1..8 are 16..128 in steps of 16;
+ * above that there are four classes per power of two (160, 192, 224, 256,
+ * 320, ...), up to 128 KiB, so a block wastes at most 20% of its size (and
+ * every size is a multiple of 16, which keeps blocks 16-byte aligned).
+ * sizeclass_of() (internal.h) maps a request to its class without a table.
+ * Each class has a page length in slices: one 64 KiB slice up to 8 KiB
+ * blocks, else enough slices for 8 blocks, so tail waste stays below 1/8.
+ */
+#include "heap/internal.h"
+
+uint32_t sizeclass_size[HEAP_NCLS];
+uint8_t sizeclass_slices[HEAP_NCLS];
+
+void sizeclass_init(void)
+{
+    for (unsigned c = 1; c <= 8; c++)
+        sizeclass_size[c] = 16 * c;
+    unsigned c = 9;
+    for (uint32_t base = 128; base < HEAP_SMALL_MAX; base *= 2)
+        for (uint32_t j = 1; j <= 4; j++)
+            sizeclass_size[c++] = base + j * (base / 4);
+    for (c = 1; c < HEAP_NCLS; c++) {
+        uint32_t s = sizeclass_size[c];
+        if (s <= 8192) {
+            sizeclass_slices[c] = 1;
+        } else {
+            uint32_t n = (uint32_t)((8UL * s + HEAP_SLICE_SIZE - 1) / HEAP_SLICE_SIZE);
+            /* pick the length in [n, n+2] that wastes the least tail */
+            uint32_t best = n;
+            for (uint32_t k = n; k <= n + 2; k++)
+                if ((k * HEAP_SLICE_SIZE) % s * best < (best * HEAP_SLICE_SIZE) % s * k)
+                    best = k;
+            sizeclass_slices[c] = (uint8_t)best;
+        }
+    }
+}

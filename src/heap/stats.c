@@ -1,0 +1,151 @@
+/*
+ * stats.c - the heap's numbers: the /heap/... metrics read by mote_metric,
+ * and the table MOTE_MALLOC_STATS prints at exit.  Reads only atomics and
+ * immortal caches, so it is safe from any thread without a lock; figures
+ * are a consistent-enough snapshot, not an atomic one.
+ *   inuse    bytes in blocks handed out (small: per-class counts x class
+ *            size; large and huge: their usable size)
+ *   mapped   address space mapped for the heap (segments + huge blocks)
+ *   released free slices returned to the OS or never touched
+ *   free     mapped - inuse - released: held by mote, possibly resident
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "heap/heap.h"
+#include "heap/internal.h"
+
+typedef struct stats_snap {
+    uint64_t nmalloc[HEAP_NCLS], nfree[HEAP_NCLS];
+    uint64_t inuse, mapped, released, free, caches;
+    heap_arena_stats a;
+} stats_snap;
+
+static void stats_take(stats_snap *s)
+{
+    memset(s, 0, sizeof *s);
+    for (heap_tcache *h = tcache_all(); h; h = h->all_next) {
+        s->caches++;
+        for (unsigned c = 1; c < HEAP_NCLS; c++) {
+            s->nmalloc[c] += atomic_load_explicit(&h->count[c].nmalloc, memory_order_relaxed);
+            s->nfree[c] += atomic_load_explicit(&h->count[c].nfree, memory_order_relaxed);
+        }
+    }
+    int64_t small = 0;
+    for (unsigned c = 1; c < HEAP_NCLS; c++) {
+        s->nfree[c] += atomic_load_explicit(&heap_orphan_nfree[c], memory_order_relaxed);
+        small += ((int64_t)s->nmalloc[c] - (int64_t)s->nfree[c]) * (int64_t)sizeclass_size[c];
+    }
+    arena_stats(&s->a);
+    s->inuse = (small > 0 ? (uint64_t)small : 0) + s->a.large_inuse + s->a.huge_inuse;
+    s->mapped = s->a.mapped;
+    s->released = s->a.released < s->mapped ? s->a.released : s->mapped;
+    uint64_t held = s->mapped - s->released;
+    if (s->inuse > held)
+        s->inuse = held; /* counters raced: never report more than held */
+    s->free = held - s->inuse;
+}
+
+static const char *const stats_names[] = {
+    "/heap/inuse:bytes", "/heap/free:bytes", "/heap/released:bytes", "/heap/mapped:bytes"};
+
+static uint64_t stats_value(const stats_snap *s, unsigned i)
+{
+    switch (i) {
+    case 0: return s->inuse;
+    case 1: return s->free;
+    case 2: return s->released;
+    default: return s->mapped;
+    }
+}
+
+int heap_metric(const char *name, uint64_t *value)
+{
+    if (!name || !value)
+        return -EINVAL;
+    for (unsigned i = 0; i < 4; i++) {
+        if (!strcmp(name, stats_names[i])) {
+            stats_snap s;
+            stats_take(&s);
+            *value = stats_value(&s, i);
+            return 0;
+        }
+    }
+    return -ENOENT;
+}
+
+void heap_metric_each(void (*fn)(const char *name, uint64_t value, void *ctx), void *ctx)
+{
+    stats_snap s;
+    stats_take(&s);
+    for (unsigned i = 0; i < 4; i++)
+        fn(stats_names[i], stats_value(&s, i), ctx);
+}
+
+/* stdio may allocate; the table is built with snprintf into a static
+ * buffer and written with write(2). */
+static char stats_buf[16384];
+
+void stats_print_at_exit(void)
+{
+    stats_snap s;
+    stats_take(&s);
+    size_t n = 0, cap = sizeof stats_buf;
+#define OUT(...)                                                              \
+    do {                                                                      \
+        if (n < cap)                                                          \
+            n += (size_t)snprintf(stats_buf + n, cap - n, __VA_ARGS__);       \
+    } while (0)
+    if (heap_cfg.stats == 2) {
+        OUT("{\"inuse\":%llu,\"free\":%llu,\"released\":%llu,\"mapped\":%llu,"
+            "\"segments\":%llu,\"huge\":%llu,\"large_inuse\":%llu,\"huge_inuse\":%llu,"
+            "\"decommits\":%llu,\"released_total\":%llu,\"thread_caches\":%llu,"
+            "\"decay_ms\":%u,\"limit\":%llu,\"classes\":[",
+            (unsigned long long)s.inuse, (unsigned long long)s.free,
+            (unsigned long long)s.released, (unsigned long long)s.mapped,
+            (unsigned long long)s.a.segments, (unsigned long long)s.a.huge_count,
+            (unsigned long long)s.a.large_inuse, (unsigned long long)s.a.huge_inuse,
+            (unsigned long long)s.a.decommits, (unsigned long long)s.a.released_total,
+            (unsigned long long)s.caches, heap_cfg.decay_ms,
+            (unsigned long long)heap_cfg.limit);
+        bool first = true;
+        for (unsigned c = 1; c < HEAP_NCLS; c++) {
+            if (!s.nmalloc[c])
+                continue;
+            OUT("%s{\"size\":%u,\"mallocs\":%llu,\"frees\":%llu}", first ? "" : ",",
+                sizeclass_size[c], (unsigned long long)s.nmalloc[c],
+                (unsigned long long)s.nfree[c]);
+            first = false;
+        }
+        OUT("]}\n");
+    } else {
+        OUT("mote malloc stats (pid %d)\n", (int)getpid());
+        OUT("%10s %14s %14s %14s %14s\n", "class", "mallocs", "frees", "live", "live bytes");
+        for (unsigned c = 1; c < HEAP_NCLS; c++) {
+            if (!s.nmalloc[c])
+                continue;
+            uint64_t live = s.nmalloc[c] > s.nfree[c] ? s.nmalloc[c] - s.nfree[c] : 0;
+            OUT("%10u %14llu %14llu %14llu %14llu\n", sizeclass_size[c],
+                (unsigned long long)s.nmalloc[c], (unsigned long long)s.nfree[c],
+                (unsigned long long)live, (unsigned long long)(live * sizeclass_size[c]));
+        }
+        OUT("%-22s %14llu\n", "large+huge inuse bytes",
+            (unsigned long long)(s.a.large_inuse + s.a.huge_inuse));
+        OUT("%-22s %14llu\n", "inuse bytes", (unsigned long long)s.inuse);
+        OUT("%-22s %14llu\n", "free bytes", (unsigned long long)s.free);
+        OUT("%-22s %14llu\n", "released bytes", (unsigned long long)s.released);
+        OUT("%-22s %14llu\n", "mapped bytes", (unsigned long long)s.mapped);
+        OUT("%-22s %14llu\n", "segments", (unsigned long long)s.a.segments);
+        OUT("%-22s %14llu\n", "huge blocks", (unsigned long long)s.a.huge_count);
+        OUT("%-22s %14llu\n", "decommit calls", (unsigned long long)s.a.decommits);
+        OUT("%-22s %14llu\n", "released total bytes", (unsigned long long)s.a.released_total);
+        OUT("%-22s %14llu\n", "thread caches", (unsigned long long)s.caches);
+    }
+#undef OUT
+    if (n > cap - 1)
+        n = cap - 1;
+    stats_buf[n] = 0;
+    heap_write_err(stats_buf);
+}

@@ -1,0 +1,329 @@
+/*
+ * tcache.c - per-thread caches ("heaps" in mimalloc's words): for each size
+ * class a queue of pages the thread allocates from; the slow paths of
+ * malloc and free; thread exit; the pool of dead caches.
+ *
+ * Invariants:
+ *   - a live cache is touched only by its thread, except cache->remote
+ *     (lock-free stack of notified pages) and the relaxed counters;
+ *   - cur[c] == queue[c].first, or &heap_page_empty when the queue is empty,
+ *     so the fast path needs no NULL test; the static heap_tcache_empty has
+ *     every cur[c] at &heap_page_empty and sends each thread to the slow
+ *     path on its first malloc;
+ *   - caches are never freed: a thread's cache goes to the pool when the
+ *     thread exits (pthread key destructor) and a new thread adopts it.  So
+ *     a remote free may always dereference page->owner;
+ *   - a dead cache has no queued page: every page it still holds is FULL or
+ *     NOTIFIED, so the first remote free into it notifies and kicks the
+ *     scavenger, which empties it under the pool lock (no polling).
+ * Lock order: pool lock, then arena lock.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "heap/internal.h"
+
+heap_page heap_page_empty;
+heap_tcache heap_tcache_empty = {.cur = {[0 ... HEAP_NCLS - 1] = &heap_page_empty}};
+__thread heap_tcache *heap_tls __attribute__((tls_model("initial-exec"))) = &heap_tcache_empty;
+_Atomic uint64_t heap_orphan_nfree[HEAP_NCLS];
+
+static heap_lock pool_lock = HEAP_LOCK_INIT;
+static heap_tcache *pool;                 /* dead caches, under pool_lock */
+static _Atomic(heap_tcache *) all_caches; /* every cache, push-only */
+static uint32_t ncaches;
+static uint8_t *meta_cur, *meta_end; /* bump allocator for caches */
+static pthread_key_t tcache_key;
+static bool tcache_key_ok;
+
+heap_tcache *tcache_all(void)
+{
+    return atomic_load_explicit(&all_caches, memory_order_acquire);
+}
+
+/* ---- class queues ---- */
+
+static inline void queue_sync_cur(heap_tcache *h, unsigned c)
+{
+    h->cur[c] = h->queue[c].first ? h->queue[c].first : &heap_page_empty;
+}
+
+static void queue_remove(heap_tcache *h, heap_page *pg)
+{
+    heap_queue *q = &h->queue[pg->cls];
+    if (pg->prev)
+        pg->prev->next = pg->next;
+    else
+        q->first = pg->next;
+    if (pg->next)
+        pg->next->prev = pg->prev;
+    else
+        q->last = pg->prev;
+    pg->next = pg->prev = NULL;
+    queue_sync_cur(h, pg->cls);
+}
+
+static void queue_push_front(heap_tcache *h, heap_page *pg)
+{
+    heap_queue *q = &h->queue[pg->cls];
+    pg->prev = NULL;
+    pg->next = q->first;
+    if (q->first)
+        q->first->prev = pg;
+    else
+        q->last = pg;
+    q->first = pg;
+    queue_sync_cur(h, pg->cls);
+}
+
+static void queue_push_back(heap_tcache *h, heap_page *pg)
+{
+    heap_queue *q = &h->queue[pg->cls];
+    pg->next = NULL;
+    pg->prev = q->last;
+    if (q->last)
+        q->last->next = pg;
+    else
+        q->first = pg;
+    q->last = pg;
+    queue_sync_cur(h, pg->cls);
+}
+
+/* ---- acquiring and dropping a cache ---- */
+
+static void tcache_thread_exit(void *arg);
+
+void tcache_init_once(void)
+{
+    tcache_key_ok = pthread_key_create(&tcache_key, tcache_thread_exit) == 0;
+}
+
+static heap_tcache *tcache_acquire(void)
+{
+    heap_lock_acquire(&pool_lock);
+    heap_tcache *h = pool;
+    if (h) {
+        pool = h->pool_next;
+        h->pool_next = NULL;
+    } else {
+        if (meta_end - meta_cur < (ptrdiff_t)sizeof(heap_tcache)) {
+            size_t chunk = 256 * 1024;
+            meta_cur = heap_os_map(chunk, HEAP_OS_PAGE, false);
+            if (!meta_cur) {
+                meta_end = NULL;
+                heap_lock_release(&pool_lock);
+                return NULL;
+            }
+            meta_end = meta_cur + chunk;
+        }
+        h = (heap_tcache *)meta_cur;
+        meta_cur += (sizeof(heap_tcache) + 63) & ~(size_t)63;
+        for (unsigned c = 0; c < HEAP_NCLS; c++)
+            h->cur[c] = &heap_page_empty;
+        h->id = ncaches++;
+        h->all_next = atomic_load_explicit(&all_caches, memory_order_relaxed);
+        atomic_store_explicit(&all_caches, h, memory_order_release);
+    }
+    heap_lock_release(&pool_lock);
+    atomic_store_explicit(&h->dead, 0, memory_order_seq_cst);
+    heap_tls = h;
+    /* Set after heap_tls: pthread_setspecific may itself allocate. */
+    if (tcache_key_ok)
+        pthread_setspecific(tcache_key, h);
+    return h;
+}
+
+/* Takes notified pages back into their queues (owner only). */
+static void tcache_drain_remote(heap_tcache *h)
+{
+    heap_page *pg = atomic_exchange_explicit(&h->remote, NULL, memory_order_acquire);
+    while (pg) {
+        heap_page *next = pg->remote_next;
+        pg->remote_next = NULL;
+        page_set_normal(pg, HEAP_TF_NOTIFIED);
+        if (pg->in_full) {
+            pg->in_full = 0;
+            queue_push_back(h, pg);
+        }
+        pg = next;
+    }
+}
+
+static inline bool page_notified(heap_page *pg)
+{
+    return (atomic_load_explicit(&pg->tfree, memory_order_relaxed) & HEAP_TF_STATE) ==
+           HEAP_TF_NOTIFIED;
+}
+
+/* Frees every page of h that holds no live block, and (if park) takes every
+ * other page out of the queues marked FULL.  Owner only. */
+static void tcache_cleanup(heap_tcache *h, bool park)
+{
+    heap_page *to_free = NULL;
+    tcache_drain_remote(h);
+    for (unsigned c = 1; c < HEAP_NCLS; c++) {
+        heap_page *pg = h->queue[c].first;
+        while (pg) {
+            heap_page *next = pg->next;
+            page_collect(pg);
+            if (pg->used == 0 && !page_notified(pg)) {
+                queue_remove(h, pg);
+                pg->next = to_free;
+                to_free = pg;
+            } else if (park) {
+                if (page_try_mark_full(pg)) {
+                    queue_remove(h, pg);
+                    pg->in_full = 1;
+                } else {
+                    continue; /* a remote free raced in: look again */
+                }
+            }
+            pg = next;
+        }
+    }
+    if (to_free) {
+        heap_lock_acquire(&heap_arena_lock);
+        while (to_free) {
+            heap_page *next = to_free->next;
+            arena_page_free(to_free);
+            to_free = next;
+        }
+        heap_lock_release(&heap_arena_lock);
+        scavenger_ensure();
+    }
+}
+
+static void tcache_thread_exit(void *arg)
+{
+    heap_tcache *h = arg;
+    if (!h || h != heap_tls)
+        return;
+    /* dead = 1 before the last drain: a remote free that pushes after it
+     * sees dead and kicks the scavenger (both seq_cst). */
+    atomic_store_explicit(&h->dead, 1, memory_order_seq_cst);
+    tcache_cleanup(h, true);
+    heap_tls = &heap_tcache_empty;
+    heap_lock_acquire(&pool_lock);
+    h->pool_next = pool;
+    pool = h;
+    heap_lock_release(&pool_lock);
+    if (atomic_load_explicit(&h->remote, memory_order_seq_cst))
+        scavenger_kick();
+}
+
+void tcache_collect_dead(void)
+{
+    heap_lock_acquire(&pool_lock);
+    for (heap_tcache *h = pool; h; h = h->pool_next)
+        if (atomic_load_explicit(&h->remote, memory_order_acquire))
+            tcache_cleanup(h, true);
+    heap_lock_release(&pool_lock);
+}
+
+void tcache_release_own(void)
+{
+    heap_tcache *h = heap_tls;
+    if (h != &heap_tcache_empty)
+        tcache_cleanup(h, false);
+}
+
+/* ---- slow paths ---- */
+
+static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
+{
+    heap_page *pg = h->queue[cls].first;
+    while (pg) {
+        heap_page *next = pg->next;
+        if (!pg->free)
+            page_collect(pg);
+        if (!pg->free)
+            page_extend(pg);
+        if (pg->free) {
+            if (pg != h->queue[cls].first) {
+                queue_remove(h, pg);
+                queue_push_front(h, pg);
+            }
+            return pg;
+        }
+        if (!page_try_mark_full(pg))
+            continue; /* a remote free raced in: collect it */
+        queue_remove(h, pg);
+        pg->in_full = 1;
+        pg = next;
+    }
+    bool zero;
+    heap_lock_acquire(&heap_arena_lock);
+    pg = arena_page_alloc(sizeclass_slices[cls], &zero);
+    heap_lock_release(&heap_arena_lock);
+    if (!pg)
+        return NULL;
+    page_init_small(pg, h, cls);
+    queue_push_front(h, pg);
+    return pg;
+}
+
+void *tcache_alloc_slow(heap_tcache *h, unsigned cls)
+{
+    if (h == &heap_tcache_empty) {
+        heap_ensure_init();
+        h = tcache_acquire();
+        if (!h) {
+            errno = ENOMEM;
+            return NULL;
+        }
+    }
+    if (atomic_load_explicit(&h->remote, memory_order_relaxed))
+        tcache_drain_remote(h);
+    heap_page *pg = tcache_find_page(h, cls);
+    if (!pg) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    heap_block *b = pg->free;
+    pg->free = b->next;
+    pg->used++;
+    b->cookie = 0;
+    HEAP_COUNT_INC(h->count[cls].nmalloc);
+    return b;
+}
+
+/* The owner freed a block of pg and pg is now empty or was parked full. */
+void tcache_page_freed(heap_tcache *h, heap_page *pg)
+{
+    if (pg->in_full) {
+        pg->in_full = 0;
+        queue_push_back(h, pg);
+        page_set_normal(pg, HEAP_TF_FULL);
+    }
+    if (pg->used != 0)
+        return;
+    /* Keep the current page of a one-slice class: a thread that frees its
+     * last block often allocates the next one at once. */
+    if (pg == h->queue[pg->cls].first && pg->slices == 1)
+        return;
+    if (page_notified(pg))
+        return;
+    queue_remove(h, pg);
+    heap_lock_acquire(&heap_arena_lock);
+    arena_page_free(pg);
+    heap_lock_release(&heap_arena_lock);
+    scavenger_ensure();
+}
+
+/* ---- fork ---- */
+
+void tcache_fork_prepare(void)
+{
+    heap_lock_acquire(&pool_lock);
+}
+
+void tcache_fork_parent(void)
+{
+    heap_lock_release(&pool_lock);
+}
+
+void tcache_fork_child(void)
+{
+    atomic_store_explicit(&pool_lock.v, 0, memory_order_release);
+}
