@@ -275,7 +275,10 @@ def line_chart(path, title, xlabel, ylabel, series, logx=False, logy=False,
         out.append('<path d="%s" fill="none" stroke="%s" stroke-width="2"%s/>' % (d, c, dash))
         if len(pts) <= 40:
             for x, y in pts:
-                out.append('<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>' % (X(x), Y(y), c))
+                if s.get("dash"):  # hollow markers for the dashed (peer) series
+                    out.append('<rect x="%.1f" y="%.1f" width="7" height="7" fill="white" stroke="%s" stroke-width="1.5"/>' % (X(x) - 3.5, Y(y) - 3.5, c))
+                else:
+                    out.append('<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>' % (X(x), Y(y), c))
         ly = T + 14 + 18 * i
         out.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2"%s/>' % (L + pw + 12, L + pw + 36, ly - 4, ly - 4, c, dash))
         out.append('<text x="%d" y="%d">%s</text>' % (L + pw + 42, ly, esc(s["name"])))
@@ -404,6 +407,12 @@ class Report:
         m["pte_parked"] = col(lambda r: num(r["parked"], "pte"))
         m["hwm"] = col(lambda r: num(r["parked"], "hwm"))
         m["minflt_per_task"] = col(lambda r: num(r["parked"], "minflt") / spawned(r))
+        # Kernel-measured cost of one parked task: (RSS + page tables) at
+        # park, less what the process holds once every task is gone.
+        after = "exited" if impl == "mote" else "released"
+        m["total_per_task"] = col(lambda r: (num(r["parked"], "rss") + num(r["parked"], "pte")
+                                             - min(num(r[after], "rss") + num(r[after], "pte"),
+                                                   num(r["parked"], "rss") + num(r["parked"], "pte"))) / spawned(r))
         if impl == "mote":
             m["peak"] = col(lambda r: num(r["exited"], "maxrss"))
             s1 = lambda r: self.sample_at(r, 1000)
@@ -465,7 +474,7 @@ class Report:
                                                     ratio_text(a["spawn_ms"].med, g["spawn_ms"].med)))
         md.append("")
         md.append("| case | mote stack/task parked → settled | Go StackInuse/task before → after 6 GCs "
-                  "| mote peak RSS | Go peak RSS | mote settled (1 s) | Go no GC (1 s) | Go after 6 GCs | mote vs best Go |")
+                  "| mote peak RSS | Go peak RSS | mote RSS+PTE 1 s after | Go RSS+PTE 1 s after (no GC) | Go RSS+PTE after 6 GCs | mote vs best Go |")
         md.append("|---|---|---|---|---|---|---|---|---|")
         for n, mode in cases:
             a = self.seed_metrics("mote", n, mode, runs)
@@ -482,14 +491,17 @@ class Report:
                 fmt_stat(g["total_settled"], fmt_bytes),
                 ratio_text(a["total_1s"].med, gbest, what=("less memory", "more memory"))))
         md.append("")
-        md.append("| case | mote page tables parked | Go page tables parked | mote faults/task | Go faults/task "
+        md.append("*Per task* below is (RSS + page tables at park − the same after every task is gone) ÷ N: "
+                  "what one parked task costs, measured by the kernel.\n")
+        md.append("| case | mote per task | Go per task | mote page tables parked | Go page tables parked | mote faults/task | Go faults/task "
                   "| mote release all | Go release all | Go 6 GCs took |")
-        md.append("|---|---|---|---|---|---|---|---|")
+        md.append("|---|---|---|---|---|---|---|---|---|---|")
         for n, mode in cases:
             a = self.seed_metrics("mote", n, mode, runs)
             g = self.seed_metrics("go", n, mode, runs)
-            md.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                case_label(n, mode), fmt_stat(a["pte_parked"], fmt_bytes), fmt_stat(g["pte_parked"], fmt_bytes),
+            md.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                case_label(n, mode), fmt_stat(a["total_per_task"], fmt_bytes), fmt_stat(g["total_per_task"], fmt_bytes),
+                fmt_stat(a["pte_parked"], fmt_bytes), fmt_stat(g["pte_parked"], fmt_bytes),
                 fmt_stat(a["minflt_per_task"], lambda v: "%.2f" % v), fmt_stat(g["minflt_per_task"], lambda v: "%.2f" % v),
                 fmt_stat(a["release_ms"], fmt_ms), fmt_stat(g["release_ms"], fmt_ms), fmt_stat(g["gc_ms"], fmt_ms)))
         md.append("")
@@ -535,6 +547,8 @@ class Report:
                 pts += [(num(s, "t_ms") / 1000, num(s, "rss")) for s in r["gcs"]]
                 series.append({"name": impl + " RSS", "points": pts, "color": color})
                 spts = [(num(s, "t_ms") / 1000, num(s, "stack")) for s in r["samples"] + r["gcs"] if "stack" in s]
+                if num(r.get("parked", {}), "stack_inuse", default=-1) >= 0:
+                    spts.insert(0, (0.0, num(r["parked"], "stack_inuse")))
                 if spts:
                     series.append({"name": impl + (" stack resident" if impl == "mote" else " StackInuse"),
                                    "points": spts, "color": color, "dash": True})
