@@ -249,8 +249,8 @@ micro_section() {
                 "MOTE_WORKERS=$w $CBIN/tasks/spawn $sp" "GOMAXPROCS=$w $GOBIN_DIR/spawn $sp"
         done
         for t in 1024 16384; do
-            pair micro.txt 120 "spawn touch=$t workers=2" \
-                "MOTE_WORKERS=2 $CBIN/tasks/spawn $sp $t" "GOMAXPROCS=2 $GOBIN_DIR/spawn $sp $t"
+            pair micro.txt 120 "spawn touch=$t batch=1024 workers=2" \
+                "MOTE_WORKERS=2 $CBIN/tasks/spawn $sp $t 1024" "GOMAXPROCS=2 $GOBIN_DIR/spawn $sp $t 1024"
         done
     done
 }

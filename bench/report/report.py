@@ -621,7 +621,7 @@ class Report:
                   "run in the same run, alternating. *workers* is MOTE_WORKERS for mote and GOMAXPROCS for Go. "
                   "yield: two tasks call `mote_yield` / `runtime.Gosched` in a loop (time per call). "
                   "spawn: spawn N tasks that signal a wait group and exit, then wait (time per task); "
-                  "spawn_1k / spawn_16k: each task first uses 1 / 16 KiB of stack. "
+                  "spawn_1k / spawn_16k: each task first uses 1 / 16 KiB of stack, spawned in batches of 1024 (steady state: at most 1024 live). "
                   "Channel, select and mutex rows come from `bench/tasks/run_chan.sh`.\n")
         t, extra = self.micro_table()
         if not t:

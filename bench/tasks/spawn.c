@@ -4,9 +4,11 @@
  * stack: 0, 1024 or 16384) signal a wait group, then waits for all of them.
  * ns_per_op is the elapsed time divided by N; minflt_per_op is page faults
  * per spawn (getrusage), which issue 6 wants at ~0 after warm-up even for
- * tasks that use 16 KiB.
+ * tasks that use 16 KiB.  With batch > 0 main waits after every `batch`
+ * spawns (a steady state with at most `batch` live tasks, which the
+ * spawn_1k/spawn_16k rows use); with 0 all N are spawned before waiting.
  *
- * usage: spawn [N] [touch_bytes]
+ * usage: spawn [N] [touch_bytes] [batch]
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@
 
 static long n;
 static long touch;
+static long batch;
 #ifdef MOTE_BENCH_HAVE_SYNC
 static mote_wg wg = MOTE_WG_INIT;
 #else
@@ -52,9 +55,8 @@ static void child(void *arg)
 #endif
 }
 
-static int64_t run(long count)
+static void spawn_wait(long count)
 {
-    int64_t t0 = mote_now();
 #ifdef MOTE_BENCH_HAVE_SYNC
     for (long i = 0; i < count; i++) {
         mote_wg_add(&wg, 1);
@@ -74,6 +76,16 @@ static int64_t run(long count)
     while (atomic_load_explicit(&done, memory_order_acquire) < count)
         mote_yield();
 #endif
+}
+
+static int64_t run(long count)
+{
+    int64_t t0 = mote_now();
+    if (batch <= 0)
+        spawn_wait(count);
+    else
+        for (long i = 0; i < count; i += batch)
+            spawn_wait(count - i < batch ? count - i : batch);
     return mote_now() - t0;
 }
 
@@ -85,15 +97,16 @@ static void main_task(void *arg)
     int64_t d = run(n);
     int64_t f = bench_minflt() - f0;
     const char *name = touch == 1024 ? "spawn_1k" : touch == 16384 ? "spawn_16k" : "spawn";
-    printf("name=%s impl=mote workers=%lld ns_per_op=%.2f minflt_per_op=%.4f iters=%ld\n", name,
-           (long long)bench_metric("/sched/workers:threads"), (double)d / (double)n,
-           (double)f / (double)n, n);
+    printf("name=%s impl=mote workers=%lld ns_per_op=%.2f minflt_per_op=%.4f iters=%ld batch=%ld\n",
+           name, (long long)bench_metric("/sched/workers:threads"), (double)d / (double)n,
+           (double)f / (double)n, n, batch);
 }
 
 int main(int argc, char **argv)
 {
     n = argc > 1 ? strtol(argv[1], NULL, 10) : 1000000;
     touch = argc > 2 ? strtol(argv[2], NULL, 10) : 0;
+    batch = argc > 3 ? strtol(argv[3], NULL, 10) : 0;
     int err = mote_run(main_task, NULL);
     if (err != 0) {
         fprintf(stderr, "spawn: mote_run: %s\n", mote_strerror(err));

@@ -41,9 +41,8 @@ func minflt() int64 {
 	return ru.Minflt
 }
 
-func run(n, touch int) time.Duration {
+func spawnWait(n, touch int) {
 	var wg sync.WaitGroup
-	start := time.Now()
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
@@ -57,17 +56,35 @@ func run(n, touch int) time.Duration {
 		}()
 	}
 	wg.Wait()
+}
+
+func run(n, touch, batch int) time.Duration {
+	start := time.Now()
+	if batch <= 0 {
+		spawnWait(n, touch)
+	} else {
+		for i := 0; i < n; i += batch {
+			b := batch
+			if n-i < b {
+				b = n - i
+			}
+			spawnWait(b, touch)
+		}
+	}
 	return time.Since(start)
 }
 
 func main() {
 	n := 1000000
-	touch := 0
+	touch, batch := 0, 0
 	if len(os.Args) > 1 {
 		n, _ = strconv.Atoi(os.Args[1])
 	}
 	if len(os.Args) > 2 {
 		touch, _ = strconv.Atoi(os.Args[2])
+	}
+	if len(os.Args) > 3 {
+		batch, _ = strconv.Atoi(os.Args[3])
 	}
 	name := "spawn"
 	switch touch {
@@ -76,10 +93,10 @@ func main() {
 	case 16384:
 		name = "spawn_16k"
 	}
-	run(n/10, touch) // warm-up
+	run(n/10, touch, batch) // warm-up
 	f0 := minflt()
-	d := run(n, touch)
+	d := run(n, touch, batch)
 	f := minflt() - f0
-	fmt.Printf("name=%s impl=go workers=%d ns_per_op=%.2f minflt_per_op=%.4f iters=%d\n",
-		name, runtime.GOMAXPROCS(0), float64(d.Nanoseconds())/float64(n), float64(f)/float64(n), n)
+	fmt.Printf("name=%s impl=go workers=%d ns_per_op=%.2f minflt_per_op=%.4f iters=%d batch=%d\n",
+		name, runtime.GOMAXPROCS(0), float64(d.Nanoseconds())/float64(n), float64(f)/float64(n), n, batch)
 }
