@@ -48,6 +48,7 @@
 
 #define SCHED_SPIN_ROUNDS 200
 #define SCHED_ID_BLOCK 1024
+#define SCHED_STARVED_BACKOFF 1000000 /* ns between retries to map a stack */
 
 typedef struct worker {
     int index;
@@ -63,6 +64,7 @@ typedef struct worker {
     timer_heap timers;
     stack_cache stacks;
     task *dead;                  /* exited; released after the next switch */
+    int64_t starved_since;       /* no stack could be mapped: back off */
     task *all;                   /* started tasks, for dumps and teardown */
     uint64_t id_next, id_end;
     uint32_t tick;
@@ -239,9 +241,22 @@ static void sched_switch(worker *w, task *from, task *to)
 
 static void task_entry(void *arg);
 
-/* First run of t on w: it joins w for life. */
-static void sched_adopt(worker *w, task *t)
+/* First run of t on w: it takes a stack from w's pool and joins w for
+ * life.  False when no stack can be mapped; the task then waits its turn
+ * again (nothing is lost) and the worker backs off. */
+static bool sched_adopt(worker *w, task *t)
 {
+    int r = stack_acquire(t->stack.cls, &w->stacks, &t->stack);
+    if (__builtin_expect(r != 0, 0)) {
+        if (!w->starved_since)
+            fprintf(stderr, "mote: no memory for the stack of a new task (%s); "
+                            "it will start when stacks are freed\n",
+                    mote_strerror(r));
+        w->starved_since = os_now_ns();
+        fresh_push(w, t);
+        return false;
+    }
+    w->starved_since = 0;
     t->worker = w;
     t->started = true;
     t->all_prev = NULL;
@@ -262,6 +277,7 @@ static void sched_adopt(worker *w, task *t)
                   task_entry, t);
     sanfiber_create(&t->san, (void *)t->stack.lo, t->stack.top - t->stack.lo);
     COUNT(&w->n_started, 1);
+    return true;
 }
 
 static void sched_run_timers(worker *w)
@@ -290,10 +306,13 @@ static task *sched_pick(worker *w)
         sched_run_timers(w);
     if (w->rq_head && w->tick % 61)
         return rq_pop(w);
-    task *t = fresh_take(w, 1, true);
-    if (t) {
-        sched_adopt(w, t);
-        return t;
+    if (__builtin_expect(w->starved_since != 0, 0) &&
+        os_now_ns() - w->starved_since > SCHED_STARVED_BACKOFF)
+        w->starved_since = 0;
+    if (!w->starved_since) {
+        task *t = fresh_take(w, 1, true);
+        if (t && sched_adopt(w, t))
+            return t;
     }
     return rq_pop(w);
 }
@@ -301,7 +320,7 @@ static task *sched_pick(worker *w)
 static task *sched_steal(worker *w)
 {
     int n = rt.nworkers;
-    if (n < 2)
+    if (n < 2 || w->starved_since)
         return NULL;
     w->rng = w->rng * 6364136223846793005ull + 1442695040888963407ull;
     int start = (int)((w->rng >> 33) % (uint64_t)n);
@@ -321,8 +340,9 @@ static task *sched_steal(worker *w)
             fresh_push(w, t);
             t = nx;
         }
-        sched_adopt(w, first);
-        return first;
+        if (sched_adopt(w, first))
+            return first;
+        return NULL;
     }
     return NULL;
 }
@@ -331,6 +351,10 @@ static task *sched_steal(worker *w)
 
 static bool sched_has_work(worker *w)
 {
+    if (w->starved_since) /* fresh tasks can't start yet: only wait */
+        return __atomic_load_n(&w->inbox, __ATOMIC_SEQ_CST) ||
+               LOAD(&rt.shutdown) ||
+               os_now_ns() - w->starved_since > SCHED_STARVED_BACKOFF;
     if (__atomic_load_n(&w->inbox, __ATOMIC_SEQ_CST) ||
         __atomic_load_n(&w->fresh_n, __ATOMIC_SEQ_CST) || LOAD(&rt.shutdown))
         return true;
@@ -376,6 +400,8 @@ static void sched_idle(worker *w)
     __atomic_fetch_add(&rt.nsleeping, 1, __ATOMIC_SEQ_CST);
     if (!sched_has_work(w)) {
         int64_t next = timer_next(&w->timers);
+        if (w->starved_since && w->starved_since + SCHED_STARVED_BACKOFF < next)
+            next = w->starved_since + SCHED_STARVED_BACKOFF;
         bool counted = false;
         if (next == INT64_MAX) {
             pthread_mutex_lock(&rt.idle_lock);
@@ -571,8 +597,7 @@ API int mote_go_ex(mote_fn fn, void *arg, const mote_task_opts *opts)
     worker *w = sched_tls_worker;
     if (w) {
         task *t;
-        int r = task_create(fn, arg, name, cls < 0 ? rt.default_cls : cls,
-                            &w->stacks, &t);
+        int r = task_create(fn, arg, name, cls < 0 ? rt.default_cls : cls, &t);
         if (r)
             return r;
         COUNT(&w->n_spawned, 1);
@@ -588,10 +613,8 @@ API int mote_go_ex(mote_fn fn, void *arg, const mote_task_opts *opts)
         return -EPERM;
     }
     __atomic_store_n(&rt.external_seen, 1, __ATOMIC_SEQ_CST);
-    stack_cache cache = {0};
     task *t;
-    int r = task_create(fn, arg, name, cls < 0 ? rt.default_cls : cls, &cache, &t);
-    stack_cache_drain(&cache);
+    int r = task_create(fn, arg, name, cls < 0 ? rt.default_cls : cls, &t);
     if (r == 0) {
         t->id = __atomic_fetch_add(&rt.next_id, 1, __ATOMIC_RELAXED);
         __atomic_fetch_add(&rt.ext_spawned, 1, __ATOMIC_RELAXED);
@@ -757,7 +780,12 @@ API int mote_run(mote_fn main_fn, void *arg)
     w0->thread = pthread_self();
     sched_tls_worker = w0;
     task *m;
-    r = task_create(main_fn, arg, "main", rt.default_cls, &w0->stacks, &m);
+    r = task_create(main_fn, arg, "main", rt.default_cls, &m);
+    if (r == 0 && !sched_adopt(w0, m)) { /* it went back to the fresh queue */
+        fresh_take(w0, 1, true);
+        task_destroy(m, &w0->stacks);
+        r = -ENOMEM;
+    }
     if (r) {
         sched_tls_worker = NULL;
         sched_teardown(1);
@@ -766,7 +794,6 @@ API int mote_run(mote_fn main_fn, void *arg)
     }
     rt.main_task = m;
     COUNT(&w0->n_spawned, 1);
-    sched_adopt(w0, m);
     rq_push(w0, m);
 
     overflow_thread_init();

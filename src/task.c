@@ -1,7 +1,8 @@
 /*
- * task.c - task descriptors: creation with a stack slot, destruction, and
- * naming for diagnostics.  The descriptor comes from mote's heap; the stack
- * from the caller's stack cache (see task.h for ownership).
+ * task.c - task descriptors: creation, destruction, and naming for
+ * diagnostics.  The descriptor comes from mote's heap; a task gets its
+ * stack only when it first runs (sched.c), so a spawned task that has not
+ * started costs one descriptor and no stack page.
  */
 #include "task.h"
 
@@ -10,18 +11,13 @@
 #include <stdio.h>
 #include <string.h>
 
-int task_create(mote_fn fn, void *arg, const char *name, int cls,
-                stack_cache *cache, task **out)
+int task_create(mote_fn fn, void *arg, const char *name, int cls, task **out)
 {
     task *t = mote_malloc(sizeof *t);
     if (!t)
         return -ENOMEM;
     memset(t, 0, sizeof *t);
-    int r = stack_acquire(cls, cache, &t->stack);
-    if (r) {
-        mote_free(t);
-        return r;
-    }
+    t->stack.cls = (uint8_t)cls;
     t->fn = fn;
     t->arg = arg;
     t->name = name;
@@ -32,7 +28,8 @@ int task_create(mote_fn fn, void *arg, const char *name, int cls,
 
 void task_destroy(task *t, stack_cache *cache)
 {
-    stack_release(&t->stack, cache);
+    if (t->started)
+        stack_release(&t->stack, cache);
     mote_free(t);
 }
 

@@ -8,9 +8,10 @@
  *   - wait_state: atomic, the claim protocol of sched.h;
  *   - wake_result: written by the claimer before sched_ready, read by the
  *     task after it resumes (ordered by the ready hand-off).
- * The descriptor lives in the heap, not on the stack, so spawning touches no
- * stack page: the first page fault of a stack is taken by the worker that
- * runs the task, in parallel with the spawner.
+ * The descriptor lives in the heap, not on the stack, and the stack is taken
+ * from the running worker's pool only when the task first runs: a program
+ * that spawns a million tasks and then waits reuses a few warm stacks
+ * instead of faulting in a million, and a spawner never touches the stacks.
  */
 #ifndef MOTE_TASK_H
 #define MOTE_TASK_H
@@ -49,10 +50,9 @@ struct task {
     sanfiber_ctx san;          /* sanitizer and valgrind stack state */
 };
 
-/* Allocates a task with a stack of class cls from cache.  0 or -ENOMEM. */
-int task_create(mote_fn fn, void *arg, const char *name, int cls,
-                stack_cache *cache, task **out);
-/* Releases the stack into cache and frees the descriptor. */
+/* Allocates a task that will run on a stack of class cls.  0 or -ENOMEM. */
+int task_create(mote_fn fn, void *arg, const char *name, int cls, task **out);
+/* Releases the stack (if the task started) into cache, frees the task. */
 void task_destroy(task *t, stack_cache *cache);
 /* Name for diagnostics: the given name or the entry function's symbol. */
 const char *task_display_name(const task *t, char *buf, size_t len);
