@@ -202,7 +202,7 @@ seed_section() {
     local ns="" settle case n mode gogc pred
     if [ "$MODE" = full ]; then
         ns="10000 100000 1000000"
-        settle=2000
+        settle=1500
     else
         settle=1000
     fi
