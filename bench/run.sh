@@ -124,9 +124,14 @@ CBIN=$BUILD_DIR/bench
 # ---- memory guard ---------------------------------------------------------
 # Never let one program grow past ~20 GiB, nor past what is available now
 # minus 2 GiB: the machine is shared.
-avail_kb=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
-GUARD=$((20 << 30))
-[ -n "$avail_kb" ] && [ $(((avail_kb << 10) - (2 << 30))) -lt $GUARD ] && GUARD=$(((avail_kb << 10) - (2 << 30)))
+# Recomputed before every program: other engineers use the machine too.
+guard_now() {
+    local avail_kb g=$((20 << 30))
+    avail_kb=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
+    [ -n "$avail_kb" ] && [ $(((avail_kb << 10) - (2 << 30))) -lt $g ] && g=$(((avail_kb << 10) - (2 << 30)))
+    echo $g
+}
+GUARD=$(guard_now)
 export BENCH_MEM_GUARD=$GUARD
 
 {
@@ -147,6 +152,8 @@ run_one() {
     shift 4
     local t0 out err rc
     t0=$(date +%s.%N)
+    BENCH_MEM_GUARD=$(guard_now)
+    export BENCH_MEM_GUARD
     out=$(mktemp) err=$(mktemp)
     timeout --signal=KILL "$tmo" "$@" >"$out" 2>"$err"
     rc=$?
@@ -218,6 +225,7 @@ seed_section() {
         say "seed experiment, repetition $REP/$REPS"
         for case in "${cases[@]}"; do
             n=${case%%:*} mode=${case#*:}
+            GUARD=$(guard_now)
             gogc=off
             case $mode in idle) pred=$((n * 2900)) ;; 8k) pred=$((n * 25000)) ;; 64k) pred=$((n * 82000)) ;; esac
             if [ "$mode" = 8k ] && [ "$pred" -gt "$GUARD" ]; then
