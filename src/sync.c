@@ -23,9 +23,14 @@
  * waits more than about SYNC_STARVE_NS plus the critical sections of those
  * queued ahead of it.  This is Go's starvation mode, decided per unlock.
  *
- * Wait group.  `count` changes under `lock`; the release store pairs with
- * the acquire load in mote_wg_wait's fast path, so everything done before
- * the last mote_wg_done happens-before mote_wg_wait returns.
+ * Wait group.  `count` changes under `lock`, and is read under it: the
+ * last mote_wg_done touches the group until its unlock, and a waiter that
+ * saw 0 may free the group at once.
+ *
+ * Lifetime: as POSIX allows for its mutexes, a mutex, wait group or
+ * condition may be freed by whoever finishes with it last; no operation
+ * touches the object after the point where another task can observe it
+ * released (see mote_mutex_unlock).
  *
  * Condition variable.  A waiter queues on the condition before it unlocks
  * the mutex, so a signal sent after it released the mutex finds it.  A
@@ -69,7 +74,7 @@ MOTE_API int mote_wg_add(mote_wg *wg, int64_t delta)
         return -EINVAL;
     }
     c += delta;
-    __atomic_store_n(&wg->count, c, __ATOMIC_RELEASE);
+    wg->count = c;
     chan_waiter *list = NULL, *w;
     if (c == 0) {
         while ((w = chan_waitq_claim(&wg->waiters)) != NULL) {
@@ -97,15 +102,18 @@ MOTE_API void mote_wg_wait(mote_wg *wg)
         fprintf(stderr, "mote: mote_wg_wait(NULL)\n");
         abort();
     }
-    if (__atomic_load_n(&wg->count, __ATOMIC_ACQUIRE) == 0)
-        return;
+    /* No lock-free fast path: the last mote_wg_done still touches the
+     * group (its unlock) after the count reaches 0, and a waiter that
+     * returned may free the group.  Taking the lock orders us after it. */
     task *self = sched_self();
-    if (!self)
-        sched_die_not_task("mote_wg_wait");
     spin_lock(&wg->lock);
     if (wg->count == 0) {
         spin_unlock(&wg->lock);
         return;
+    }
+    if (!self) {
+        spin_unlock(&wg->lock);
+        sched_die_not_task("mote_wg_wait");
     }
     chan_waiter w;
     sync_waiter_init(&w, self);
@@ -192,49 +200,85 @@ MOTE_API int mote_mutex_trylock(mote_mutex *m)
 {
     if (!m)
         return -EINVAL;
-    int s = __atomic_load_n(&m->state, __ATOMIC_RELAXED);
-    while (!(s & SYNC_LOCKED)) {
-        if (sync_cas(&m->state, &s, s | SYNC_LOCKED, __ATOMIC_ACQUIRE)) {
-            task *self = sched_self();
-            sync_set_owner(m, self ? sched_task_id(self) : 0);
-            return 0;
-        }
+    int s = 0;
+    if (!sync_cas(&m->state, &s, SYNC_LOCKED, __ATOMIC_ACQUIRE)) {
+        if (s & SYNC_LOCKED)
+            return -EBUSY;
+        /* Free, but with waiters about: only under `lock` (see unlock). */
+        spin_lock(&m->lock);
+        s = __atomic_load_n(&m->state, __ATOMIC_RELAXED);
+        while (!(s & SYNC_LOCKED) &&
+               !sync_cas(&m->state, &s, s | SYNC_LOCKED, __ATOMIC_ACQUIRE))
+            ;
+        spin_unlock(&m->lock);
+        if (s & SYNC_LOCKED)
+            return -EBUSY;
     }
-    return -EBUSY;
+    task *self = sched_self();
+    sync_set_owner(m, self ? sched_task_id(self) : 0);
+    return 0;
 }
 
-static int sync_mutex_unlock_slow(mote_mutex *m)
+/* Unlock must not touch the mutex once another task may own it (the new
+ * owner may free it, as POSIX allows).  Two rules make that so: a release
+ * that leaves the state 0 (when anyone may take the mutex with one CAS) is
+ * the unlocker's last access to it; any other release leaves SYNC_WOKEN set,
+ * so the next owner must first take `lock`, which the unlocker drops as its
+ * own last access. */
+MOTE_API int mote_mutex_unlock(mote_mutex *m)
 {
-    spin_lock(&m->lock);
-    int s = __atomic_load_n(&m->state, __ATOMIC_RELAXED);
-    chan_waiter *w;
-    int wake;
+    if (!m)
+        return -EINVAL;
+    sync_set_owner(m, 0);
     for (;;) {
+        int s = SYNC_LOCKED;
+        if (__builtin_expect(sync_cas(&m->state, &s, 0, __ATOMIC_RELEASE), 1))
+            return 0;
+        if (!(s & SYNC_LOCKED))
+            return -EPERM;
+
+        spin_lock(&m->lock);
+        s = __atomic_load_n(&m->state, __ATOMIC_RELAXED);
         if (!(s & SYNC_LOCKED)) {
             spin_unlock(&m->lock);
             return -EPERM;
         }
-        w = (chan_waiter *)m->waiters.head;
-        int ns;
+        chan_waiter *w = (chan_waiter *)m->waiters.head;
+        int wake = 0;
         if (w && mote_now() - w->since >= SYNC_STARVE_NS) {
-            ns = s; /* hand-off: stays locked, now for w */
-            wake = SYNC_WAKE_HANDOFF;
+            wake = SYNC_WAKE_HANDOFF; /* stays locked, now for w */
         } else if (w && !(s & SYNC_WOKEN)) {
-            ns = (s & ~SYNC_LOCKED) | SYNC_WOKEN;
             wake = SYNC_WAKE_RETRY;
+        } else if (s & SYNC_WOKEN) {
+            w = NULL; /* a woken waiter is on its way: release, keep WOKEN */
         } else {
-            ns = s & ~SYNC_LOCKED;
-            if (!w)
-                ns &= ~SYNC_WAITERS;
-            w = NULL;
-            wake = 0;
+            /* SYNC_WAITERS was stale: clear it, then release by the fast
+             * path, as our last access. */
+            while (!sync_cas(&m->state, &s, s & ~SYNC_WAITERS,
+                             __ATOMIC_RELAXED))
+                ;
+            spin_unlock(&m->lock);
+            continue;
         }
-        if (w && !w->next)
-            ns &= ~SYNC_WAITERS; /* the queue empties below */
-        if (sync_cas(&m->state, &s, ns, __ATOMIC_RELEASE))
-            break;
-    }
-    if (w) {
+        /* Under `lock` and with SYNC_LOCKED ours, only a woken waiter
+         * clearing SYNC_WOKEN can change the state meanwhile: retry. */
+        for (;;) {
+            int ns;
+            if (wake == SYNC_WAKE_HANDOFF)
+                ns = s;
+            else if (w)
+                ns = (s & ~SYNC_LOCKED) | SYNC_WOKEN;
+            else
+                ns = s & ~SYNC_LOCKED;
+            if (w ? !w->next : !m->waiters.head)
+                ns &= ~SYNC_WAITERS; /* the queue is (about to be) empty */
+            if (sync_cas(&m->state, &s, ns, __ATOMIC_RELEASE))
+                break;
+        }
+        if (!w) {
+            spin_unlock(&m->lock);
+            return 0;
+        }
         chan_waitq_remove(&m->waiters, w);
         /* Mutex waiters have no timer and sit in one queue: the claim
          * cannot fail. */
@@ -245,21 +289,6 @@ static int sync_mutex_unlock_slow(mote_mutex *m)
         sched_ready(t, wake);
         return 0;
     }
-    spin_unlock(&m->lock);
-    return 0;
-}
-
-MOTE_API int mote_mutex_unlock(mote_mutex *m)
-{
-    if (!m)
-        return -EINVAL;
-    int s = SYNC_LOCKED;
-    sync_set_owner(m, 0);
-    if (__builtin_expect(sync_cas(&m->state, &s, 0, __ATOMIC_RELEASE), 1))
-        return 0;
-    if (!(s & SYNC_LOCKED))
-        return -EPERM;
-    return sync_mutex_unlock_slow(m);
 }
 
 /* ---- condition variables ------------------------------------------- */

@@ -335,8 +335,8 @@ static void run_world(uint64_t seed, int close_early, int mode)
     }
     if (close_early) {
         /* let traffic build up, then close everything mid-flight */
-        while (__atomic_load_n(&w.nrecv, __ATOMIC_RELAXED) < w.per_prod)
-            mote_sleep(1 * MS);
+        while (__atomic_load_n(&w.nrecv, __ATOMIC_RELAXED) < w.per_prod / 8)
+            mote_yield();
         for (int c = 0; c < NCH; c++)
             CHECK_EQ(mote_chan_close(w.ch[c]), 0);
         mote_wg_wait(&w.prod_done);
@@ -371,8 +371,8 @@ static void run_world(uint64_t seed, int close_early, int mode)
     printf("concurrent mode %d%s: %ld messages delivered exactly once, %ld "
            "refused by close\n", mode, close_early ? " (close mid-flight)" : "",
            sent, closed);
-    if (close_early)
-        CHECK(closed > 0);
+    if (close_early && closed == 0) /* possible, if unlikely: not a bug */
+        printf("note: every send completed before the close\n");
     for (int c = 0; c < NCH; c++) {
         CHECK_EQ(mote_chan_len(w.ch[c]), 0);
         mote_chan_free(w.ch[c]);

@@ -211,10 +211,10 @@ static void test_many_cases(void)
     mote_chan **ch = malloc(N * sizeof *ch);
     mote_case *cs = malloc(N * sizeof *cs);
     int vals[N];
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i < N; i++)
         ch[i] = mote_chan_make(sizeof(int), 1);
+    for (int i = 0; i < N; i++) /* a permutation: i*7 mod 300 */
         cs[i] = (mote_case){ch[(i * 7) % N], MOTE_RECV, &vals[i], 0};
-    }
     CHECK_EQ(mote_select(cs, N, 0), -EAGAIN);
     CHECK_EQ(mote_select(cs, N, 1 * MS), -ETIMEDOUT);
     CHECK_EQ(mote_chan_send(ch[123], &(int){123}), 0);
