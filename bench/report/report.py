@@ -349,8 +349,15 @@ class Report:
         self.idle = read_lines(os.path.join(raw, "idle.txt"))
         self.failures = read_lines(os.path.join(raw, "failures.txt"))
         self.summary = []  # (area, target, measured, verdict)
+        self.wins = []     # (how much better mote is: >1 better, text)
         self.md = []
         self.charts = []
+
+    def compare(self, what, mote, peer, lower_is_better=True, words=("faster", "slower"), peer_name="Go"):
+        """Records one head-to-head comparison for the highlights."""
+        if mote and peer and mote > 0 and peer > 0:
+            r = peer / mote if lower_is_better else mote / peer
+            self.wins.append((r, "%s: %s vs %s" % (what, ratio_text(mote, peer, lower_is_better, words), peer_name)))
 
     def verdict(self, ok):
         if ok is None:
@@ -472,6 +479,7 @@ class Report:
             elif g.get("gogc") and g["gogc"] != "off":
                 gnote = " (GOGC=%s)" % g["gogc"]
             guard = " ⚠ memory guard stopped spawning at %d" % a["spawned"].med if a["guard"] and a["spawned"] else ""
+            self.compare("spawn-and-park " + gl, a["spawn_ms"].med, g["spawn_ms"].med)
             md.append("| %s | %s%s | %s%s | %s |" % (gl, fmt_stat(a["spawn_ms"], fmt_ms), guard,
                                                     fmt_stat(g["spawn_ms"], fmt_ms), gnote,
                                                     ratio_text(a["spawn_ms"].med, g["spawn_ms"].med)))
@@ -485,6 +493,9 @@ class Report:
             gbest = None
             if g["total_settled"] and g["total_1s"]:
                 gbest = min(g["total_settled"].med, g["total_1s"].med)
+            self.compare("memory of %s parked (RSS+PTE, settled)" % case_label(n, mode), a["total_1s"].med, gbest,
+                         words=("less", "more"))
+            self.compare("peak RSS of %s" % case_label(n, mode), a["peak"].med, g["peak"].med, words=("less", "more"))
             md.append("| %s | %s → %s | %s → %s | %s | %s | %s | %s | %s | %s |" % (
                 case_label(n, mode),
                 fmt_stat(a["stack_parked"], fmt_bytes), fmt_stat(a["stack_settled"], fmt_bytes),
@@ -654,6 +665,7 @@ class Report:
                                                          ratio_text(a.med, g.med), ftxt))
             if a and g:
                 bars.append(("%s (%s)" % (k[0], k[1]), g.med / a.med))
+                self.compare("%s, %s worker%s" % (k[0], k[1], "" if k[1] == "1" else "s"), a.med, g.med)
         md.append("")
         bar_chart(os.path.join(self.out, "micro_vs_go.svg"), "mote's speed-up over Go (>1: mote faster)", bars,
                   "Go time / mote time (log scale)")
@@ -761,6 +773,8 @@ class Report:
                 if mote and pe:
                     best = max(pe, key=pe.get)
                     rt = "%s (best: %s)" % (ratio_text(Stat(mote["mops"]).med, pe[best], lower_is_better=False), best)
+                    self.compare("%s, %d threads" % (b, th), Stat(mote["mops"]).med, pe[best], lower_is_better=False,
+                                 peer_name=best)
                 md.append("| %d | %s | %s |" % (th, " | ".join(cells), rt))
                 if mote and "tcmalloc" in thr[(b, th)] and "mallocbench" in b:
                     tc = thr[(b, th)]["tcmalloc"]
@@ -772,7 +786,7 @@ class Report:
                         mp, ip = Stat(mote["peak"]).med, Stat(mi["peak"]).med
                         ok = ok and mp <= ip
                         txt += "; peak %s vs mimalloc %s" % (fmt_bytes(mp), fmt_bytes(ip))
-                    self.add_summary("allocator (#4)", "%s, %d threads: ≥ tcmalloc's Mops/s, peak RSS ≤ mimalloc's" % (b, th), txt, ok)
+                    self.add_summary("allocator (#4)", "%s, %d thread(s): ≥ tcmalloc's Mops/s, peak RSS ≤ mimalloc's" % (b, th), txt, ok)
             md.append("")
             if len(ths) > 1:
                 series = [{"name": a, "points": [(th, Stat(thr[(b, th)][a]["mops"]).med) for th in ths if a in thr[(b, th)]],
@@ -861,6 +875,13 @@ class Report:
         met = sum(1 for r in self.summary if r[3].startswith("✅"))
         miss = sum(1 for r in self.summary if r[3].startswith("❌"))
         nod = sum(1 for r in self.summary if r[3].startswith("—"))
+        if self.wins:
+            w = sorted(self.wins, reverse=True)
+            good = [t for r, t in w if r >= 1.1]
+            bad = [t for r, t in reversed(w) if r <= 1 / 1.1]
+            head.append("")
+            head.append("**Where mote wins:** " + ("; ".join(good[:6]) if good else "nowhere by more than 10% yet") + ".\n")
+            head.append("**Where it does not yet:** " + ("; ".join(bad[:6]) if bad else "no comparison is lost by more than 10%") + ".")
         head.append("\n**%d met, %d not yet, %d without data.** Ratios compare medians of the same run; "
                     "\"faster\"/\"less memory\" means mote is better. The machine is a shared, noisy 2-core VM: "
                     "differences under ~10%% are noise.\n" % (met, miss, nod))
