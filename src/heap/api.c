@@ -97,7 +97,7 @@ static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero)
         p = arena_huge_alloc(n, align);
     if (p && zero) {
         heap_segment *seg = heap_segment_of(p);
-        uint8_t e = heap_segmap[(uintptr_t)p >> HEAP_SEG_SHIFT];
+        uint8_t e = heap_segmap_get((uintptr_t)p >> HEAP_SEG_SHIFT);
         if (e >= 2)
             seg = (heap_segment *)((((uintptr_t)p >> HEAP_SEG_SHIFT) - (e - 2u)) << HEAP_SEG_SHIFT);
         heap_page *pg = e >= 2 ? &seg->pages[0] : seg->map[((uintptr_t)p >> HEAP_SLICE_SHIFT) & 63];
@@ -125,9 +125,9 @@ static heap_page *heap_page_of(const void *p, const char *what)
 {
     uintptr_t u = (uintptr_t)p;
     uintptr_t idx = u >> HEAP_SEG_SHIFT;
-    if (idx >= HEAP_SEGMAP_LEN || !heap_segmap[idx])
+    if (idx >= HEAP_SEGMAP_LEN || !heap_segmap_get(idx))
         heap_invalid_free(p, what);
-    uint8_t e = heap_segmap[idx];
+    uint8_t e = heap_segmap_get(idx);
     if (e >= 2) {
         heap_segment *seg = (heap_segment *)((idx - (e - 2u)) << HEAP_SEG_SHIFT);
         if (seg->magic != HEAP_SEG_MAGIC || seg->pages[0].first != p || !seg->pages[0].used)
@@ -187,7 +187,7 @@ static inline void heap_free_inline(void *p)
 {
     uintptr_t u = (uintptr_t)p;
     uintptr_t idx = u >> HEAP_SEG_SHIFT;
-    if (HEAP_UNLIKELY(idx >= HEAP_SEGMAP_LEN || heap_segmap[idx] != 1)) {
+    if (HEAP_UNLIKELY(idx >= HEAP_SEGMAP_LEN || heap_segmap_get(idx) != 1)) {
         heap_free_slow(p);
         return;
     }

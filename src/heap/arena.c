@@ -23,7 +23,7 @@
 
 #include "heap/internal.h"
 
-uint8_t heap_segmap[HEAP_SEGMAP_LEN];
+_Atomic uint8_t heap_segmap[HEAP_SEGMAP_LEN];
 heap_lock heap_arena_lock = HEAP_LOCK_INIT;
 
 static heap_segment *arena_avail; /* segments with free slices */
@@ -150,7 +150,7 @@ static heap_segment *segment_new(void)
     seg->index = arena_nsegs_made++;
     seg->free_mask = ~1ULL;
     seg->dirty_mask = 1ULL;
-    heap_segmap[(uintptr_t)seg >> HEAP_SEG_SHIFT] = 1;
+    heap_segmap_set((uintptr_t)seg >> HEAP_SEG_SHIFT, 1);
     ADD(st_mapped, HEAP_SEG_SIZE);
     ADD(st_released, HEAP_SEG_SIZE - HEAP_SLICE_SIZE);
     ADD(st_segments, 1);
@@ -161,7 +161,7 @@ static heap_segment *segment_new(void)
 static void segment_unmap(heap_segment *seg)
 {
     avail_remove(seg);
-    heap_segmap[(uintptr_t)seg >> HEAP_SEG_SHIFT] = 0;
+    heap_segmap_set((uintptr_t)seg >> HEAP_SEG_SHIFT, 0);
     SUB(st_mapped, HEAP_SEG_SIZE);
     SUB(st_released, HEAP_SEG_SIZE - HEAP_SLICE_SIZE);
     SUB(st_segments, 1);
@@ -299,7 +299,7 @@ void *arena_huge_alloc(size_t size, size_t align)
     ADD(st_mapped, total);
     ADD(st_huge_inuse, pg->usable);
     ADD(st_huge_count, 1);
-    heap_segmap[(uintptr_t)pg->first >> HEAP_SEG_SHIFT] = (uint8_t)(2 + (hdr >> HEAP_SEG_SHIFT));
+    heap_segmap_set((uintptr_t)pg->first >> HEAP_SEG_SHIFT, (uint8_t)(2 + (hdr >> HEAP_SEG_SHIFT)));
     return pg->first;
 }
 
@@ -310,7 +310,7 @@ void arena_huge_free(heap_segment *seg, const void *p)
         pg->used != 1)
         heap_invalid_free(p, "free");
     pg->used = 0;
-    heap_segmap[(uintptr_t)p >> HEAP_SEG_SHIFT] = 0;
+    heap_segmap_set((uintptr_t)p >> HEAP_SEG_SHIFT, 0);
     SUB(st_mapped, seg->map_size);
     SUB(st_huge_inuse, pg->usable);
     SUB(st_huge_count, 1);

@@ -137,7 +137,17 @@ typedef struct heap_tcache {
 } heap_tcache;
 
 /* ---- globals ---- */
-extern uint8_t heap_segmap[HEAP_SEGMAP_LEN];
+/* Atomic bytes: a unit is unmapped by one thread and mapped again by
+ * another, with only the kernel in between. */
+extern _Atomic uint8_t heap_segmap[HEAP_SEGMAP_LEN];
+static inline uint8_t heap_segmap_get(uintptr_t idx)
+{
+    return atomic_load_explicit(&heap_segmap[idx], memory_order_relaxed);
+}
+static inline void heap_segmap_set(uintptr_t idx, uint8_t v)
+{
+    atomic_store_explicit(&heap_segmap[idx], v, memory_order_release);
+}
 extern uintptr_t heap_key;
 extern heap_tcache heap_tcache_empty;
 extern heap_page heap_page_empty;

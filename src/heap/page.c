@@ -67,12 +67,13 @@ void page_collect(heap_page *pg)
     pg->used -= n;
 }
 
-/* NORMAL with no remote block -> FULL.  False if a remote free raced in. */
+/* NORMAL with no remote block -> FULL.  False if a remote free raced in.
+ * Release: the remote free that notifies (acquire) then owns remote_next. */
 bool page_try_mark_full(heap_page *pg)
 {
     uintptr_t t = HEAP_TF_NORMAL;
     return atomic_compare_exchange_strong_explicit(&pg->tfree, &t, HEAP_TF_FULL,
-                                                   memory_order_relaxed, memory_order_relaxed);
+                                                   memory_order_release, memory_order_relaxed);
 }
 
 /* If the state is `from`, makes it NORMAL, keeping the pushed blocks. */
@@ -93,7 +94,7 @@ void page_free_remote(heap_page *pg, heap_block *b)
         b->next = TF_PTR(t);
         uintptr_t st = t & HEAP_TF_STATE;
         nt = (uintptr_t)b | (st == HEAP_TF_FULL ? HEAP_TF_NOTIFIED : st);
-    } while (!atomic_compare_exchange_weak_explicit(&pg->tfree, &t, nt, memory_order_release,
+    } while (!atomic_compare_exchange_weak_explicit(&pg->tfree, &t, nt, memory_order_acq_rel,
                                                     memory_order_relaxed));
     if ((t & HEAP_TF_STATE) != HEAP_TF_FULL)
         return;

@@ -87,9 +87,21 @@ void scavenger_ensure(void)
         atomic_store_explicit(&scav_state, 0, memory_order_release); /* retry later */
 }
 
+#if defined(__SANITIZE_THREAD__)
+#define SCAV_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SCAV_TSAN 1
+#endif
+#endif
+
 void scavenger_fork_child(void)
 {
-    /* The thread did not survive the fork; the next freed page restarts it. */
+    /* The thread did not survive the fork; the next freed page restarts it
+     * (except under TSan, which cannot start threads in a fork child of a
+     * threaded process: there the child goes without a scavenger). */
+#ifndef SCAV_TSAN
     atomic_store_explicit(&scav_state, 0, memory_order_relaxed);
+#endif
     scavenger_idle = 0;
 }

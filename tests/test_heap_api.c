@@ -1,0 +1,293 @@
+/*
+ * test_heap_api.c - mote's allocator through its public API: sizes, usable
+ * size, alignment, calloc, realloc, aligned_alloc, huge blocks, size
+ * classes, metrics, the memory limit, and the invalid-pointer checks (in
+ * forked children, which must die with SIGABRT and the message).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "heap/heap.h"
+#include "heap/internal.h"
+#include "mote.h"
+
+static uint64_t metric(const char *name)
+{
+    uint64_t v = 0;
+    CHECK_EQ(heap_metric(name, &v), 0);
+    return v;
+}
+
+static void test_sizes(void)
+{
+    static void *ptrs[4096];
+    size_t sizes[] = {0, 1, 7, 8, 15, 16, 17, 31, 100, 128, 129, 1000, 1024, 1025, 4095, 4096,
+                      8191, 8193, 65536, 100000, 131072, 131073, 200000, 1 << 20, 2 << 20,
+                      (2 << 20) + 1, 5 << 20, 33 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        size_t n = sizes[i];
+        unsigned char *p = mote_malloc(n);
+        CHECK(p != NULL);
+        CHECK_EQ((uintptr_t)p % 16, 0);
+        size_t us = mote_usable_size(p);
+        CHECK(us >= n);
+        if (n > 16)
+            CHECK(us <= n + n / 4 + 16 || n > HEAP_SMALL_MAX); /* bounded waste */
+        memset(p, 0xab, us);
+        ptrs[i] = p;
+    }
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        mote_free(ptrs[i]);
+    mote_free(NULL);
+    CHECK_EQ(mote_usable_size(NULL), 0);
+
+    /* many blocks of one size never overlap */
+    for (int i = 0; i < 4096; i++) {
+        ptrs[i] = mote_malloc(48);
+        memset(ptrs[i], i & 0xff, 48);
+    }
+    for (int i = 0; i < 4096; i++) {
+        unsigned char *p = ptrs[i];
+        for (int k = 0; k < 48; k++)
+            CHECK_EQ(p[k], i & 0xff);
+        mote_free(p);
+    }
+}
+
+static void test_classes(void)
+{
+    heap_ensure_init();
+    for (size_t n = 1; n <= HEAP_SMALL_MAX; n += (n < 4096 ? 1 : 61)) {
+        unsigned c = sizeclass_of(n);
+        CHECK(c >= 1 && c < HEAP_NCLS);
+        CHECK(sizeclass_size[c] >= n);
+        CHECK(c == 1 || sizeclass_size[c - 1] < n);
+        CHECK(sizeclass_size[c] % 16 == 0);
+        CHECK((sizeclass_size[c] - n) * 5 <= sizeclass_size[c] || n <= 64);
+    }
+    for (unsigned c = 1; c < HEAP_NCLS; c++) {
+        size_t page = (size_t)sizeclass_slices[c] * HEAP_SLICE_SIZE;
+        CHECK(page / sizeclass_size[c] >= 8);
+        CHECK((page % sizeclass_size[c]) * 8 <= page);
+    }
+}
+
+static void test_calloc_realloc(void)
+{
+    for (size_t n = 1; n < 300000; n = n * 3 + 1) {
+        unsigned char *p = mote_calloc(n, 1);
+        CHECK(p != NULL);
+        for (size_t i = 0; i < n; i++)
+            CHECK_EQ(p[i], 0);
+        memset(p, 0x5a, n);
+        mote_free(p);
+    }
+    errno = 0;
+    CHECK(mote_calloc(SIZE_MAX / 2, 3) == NULL);
+    CHECK_EQ(errno, ENOMEM);
+    errno = 0;
+    CHECK(mote_malloc(SIZE_MAX - 4096) == NULL);
+    CHECK_EQ(errno, ENOMEM);
+
+    /* realloc keeps contents across every kind of block */
+    unsigned char *p = mote_realloc(NULL, 10);
+    CHECK(p != NULL);
+    for (int i = 0; i < 10; i++)
+        p[i] = (unsigned char)i;
+    size_t n = 10;
+    while (n < (8u << 20)) {
+        size_t m = n * 3;
+        p = mote_realloc(p, m);
+        CHECK(p != NULL);
+        for (size_t i = 0; i < n; i++)
+            CHECK_EQ(p[i], (unsigned char)i);
+        for (size_t i = n; i < m; i++)
+            p[i] = (unsigned char)i;
+        n = m;
+    }
+    p = mote_realloc(p, 5);
+    for (int i = 0; i < 5; i++)
+        CHECK_EQ(p[i], i);
+    errno = 0;
+    CHECK(mote_realloc(p, SIZE_MAX - 100) == NULL); /* fails, keeps p */
+    CHECK_EQ(errno, ENOMEM);
+    for (int i = 0; i < 5; i++)
+        CHECK_EQ(p[i], i);
+    CHECK(mote_realloc(p, 0) == NULL); /* frees */
+}
+
+static void test_aligned(void)
+{
+    for (size_t a = 1; a <= (16u << 20); a *= 2) {
+        size_t sizes[] = {1, a / 2 + 1, a, 3 * a + 5, 100000};
+        for (int k = 0; k < 5; k++) {
+            void *p = mote_aligned_alloc(a, sizes[k]);
+            CHECK(p != NULL);
+            CHECK_EQ((uintptr_t)p % a, 0);
+            CHECK(mote_usable_size(p) >= sizes[k]);
+            memset(p, 1, sizes[k]);
+            mote_free(p);
+        }
+    }
+    errno = 0;
+    CHECK(mote_aligned_alloc(3, 10) == NULL);
+    CHECK_EQ(errno, EINVAL);
+    errno = 0;
+    CHECK(mote_aligned_alloc(0, 10) == NULL);
+    CHECK_EQ(errno, EINVAL);
+}
+
+static void test_metrics(void)
+{
+    mote_mem_release();
+    uint64_t in0 = metric("/heap/inuse:bytes");
+    uint64_t v;
+    CHECK_EQ(heap_metric("/heap/nope:bytes", &v), -ENOENT);
+    enum { N = 1000 };
+    static void *p[N];
+    for (int i = 0; i < N; i++)
+        p[i] = mote_malloc(1000);
+    uint64_t in1 = metric("/heap/inuse:bytes");
+    CHECK(in1 >= in0 + N * 1000);
+    CHECK(in1 <= in0 + N * 1024 + 4096);
+    void *big = mote_malloc(10 << 20);
+    CHECK(metric("/heap/inuse:bytes") >= in1 + (10 << 20));
+    CHECK(metric("/heap/mapped:bytes") >= (10 << 20));
+    mote_free(big);
+    for (int i = 0; i < N; i++)
+        mote_free(p[i]);
+    CHECK(metric("/heap/inuse:bytes") <= in0 + 4096);
+    uint64_t m = metric("/heap/mapped:bytes");
+    CHECK_EQ(metric("/heap/inuse:bytes") + metric("/heap/free:bytes") +
+                 metric("/heap/released:bytes"),
+             m);
+    mote_mem_release();
+    /* after a release, what is free is (almost) all released */
+    CHECK(metric("/heap/free:bytes") <= 256 * 1024);
+}
+
+static void test_limit(void)
+{
+    mote_mem_release();
+    uint64_t base = heap_committed_bytes();
+    CHECK_EQ(heap_set_limit(base + (32u << 20)), 0);
+    static void *p[100000];
+    int n = 0;
+    errno = 0;
+    while (n < 100000 && (p[n] = mote_malloc(4000)) != NULL)
+        n++;
+    CHECK(n < 100000);
+    CHECK_EQ(errno, ENOMEM);
+    CHECK(n > 1000); /* got close to the limit */
+    errno = 0;
+    CHECK(mote_malloc(50 << 20) == NULL);
+    CHECK_EQ(errno, ENOMEM);
+    CHECK(heap_committed_bytes() <= base + (32u << 20));
+    for (int i = 0; i < n; i++)
+        mote_free(p[i]);
+    CHECK_EQ(heap_set_limit(0), 0);
+    void *q = mote_malloc(50 << 20);
+    CHECK(q != NULL);
+    mote_free(q);
+}
+
+/* Runs fn in a child; it must abort with the invalid-pointer message. */
+static void expect_abort(void (*fn)(void))
+{
+    int pipefd[2];
+    CHECK(pipe(pipefd) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dup2(pipefd[1], 2);
+        fn();
+        _exit(0);
+    }
+    close(pipefd[1]);
+    char buf[512] = {0};
+    ssize_t r, n = 0;
+    while ((r = read(pipefd[0], buf + n, sizeof buf - 1 - (size_t)n)) > 0)
+        n += r;
+    close(pipefd[0]);
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+    CHECK(strstr(buf, "mote: free(): invalid pointer 0x") != NULL);
+}
+
+static void double_free_small(void)
+{
+    void *p = mote_malloc(24);
+    mote_free(p);
+    mote_free(p);
+}
+static void double_free_large(void)
+{
+    void *p = mote_malloc(300000);
+    mote_free(p);
+    mote_free(p);
+}
+static void double_free_huge(void)
+{
+    void *p = mote_malloc(10 << 20);
+    mote_free(p);
+    mote_free(p);
+}
+static void free_stack(void)
+{
+    int x;
+    mote_free(&x);
+}
+static void free_interior(void)
+{
+    char *p = mote_malloc(100);
+    mote_free(p + 16);
+}
+static void free_interior_huge(void)
+{
+    char *p = mote_malloc(10 << 20);
+    mote_free(p + 4096);
+}
+static void *remote_ptr;
+static void *remote_free_thread(void *arg)
+{
+    (void)arg;
+    mote_free(remote_ptr);
+    return NULL;
+}
+static void double_free_remote(void)
+{
+    remote_ptr = mote_malloc(40);
+    pthread_t t;
+    pthread_create(&t, NULL, remote_free_thread, NULL);
+    pthread_join(t, NULL);
+    pthread_create(&t, NULL, remote_free_thread, NULL);
+    pthread_join(t, NULL);
+}
+
+int main(void)
+{
+    test_classes();
+    test_sizes();
+    test_calloc_realloc();
+    test_aligned();
+    test_metrics();
+    test_limit();
+    if (!TEST_SANITIZED) { /* fork + abort under sanitizers only adds noise */
+        expect_abort(double_free_small);
+        expect_abort(double_free_large);
+        expect_abort(double_free_huge);
+        expect_abort(free_stack);
+        expect_abort(free_interior);
+        expect_abort(free_interior_huge);
+        expect_abort(double_free_remote);
+    }
+    TEST_PASS("test_heap_api");
+    return 0;
+}
