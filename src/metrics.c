@@ -28,6 +28,9 @@ static uint64_t m_runnable(void) { sched_stats s; sched_stats_read(&s); return s
 static uint64_t m_blocked(void) { sched_stats s; sched_stats_read(&s); return s.blocked; }
 static uint64_t m_spawned(void) { sched_stats s; sched_stats_read(&s); return s.spawned; }
 static uint64_t m_workers(void) { sched_stats s; sched_stats_read(&s); return s.workers; }
+static uint64_t m_in_use(void) { sched_stats s; sched_stats_read(&s); return s.stacks_in_use; }
+static uint64_t m_pooled(void) { sched_stats s; sched_stats_read(&s); return s.stacks_pooled; }
+static uint64_t m_trimmed(void) { sched_stats s; sched_stats_read(&s); return s.stacks_trimmed; }
 static uint64_t m_guard(void) { return os_guard_mode() == OS_GUARD_MADVISE; }
 static uint64_t m_rss(void) { return os_status_bytes("VmRSS"); }
 static uint64_t m_hwm(void) { return os_status_bytes("VmHWM"); }
@@ -44,7 +47,9 @@ static const struct {
     {"/sched/workers:threads", m_workers},
     {"/stacks/reserved:bytes", stack_reserved_bytes},
     {"/stacks/resident:bytes", stack_resident_bytes},
-    {"/stacks/in-use:stacks", stack_slots_in_use},
+    {"/stacks/in-use:stacks", m_in_use},
+    {"/stacks/pooled:stacks", m_pooled},
+    {"/stacks/trimmed:bytes", m_trimmed},
     {"/stacks/guard-madvise:bool", m_guard},
     {"/process/rss:bytes", m_rss},
     {"/process/rss-peak:bytes", m_hwm},
@@ -52,6 +57,22 @@ static const struct {
 };
 
 #define METRICS_N (sizeof metrics_table / sizeof metrics_table[0])
+
+/* "/stacks/highwater/le-8KiB:tasks": live tasks whose stack high water, as
+ * last measured by a trim, is at most 8 KiB (and above the bucket below). */
+static void metrics_hw_name(int b, char *buf, size_t len)
+{
+    uint64_t kib = 4ull << b;
+    if (kib >= 1024 * 1024)
+        snprintf(buf, len, "/stacks/highwater/le-%lluGiB:tasks",
+                 (unsigned long long)(kib >> 20));
+    else if (kib >= 1024)
+        snprintf(buf, len, "/stacks/highwater/le-%lluMiB:tasks",
+                 (unsigned long long)(kib >> 10));
+    else
+        snprintf(buf, len, "/stacks/highwater/le-%lluKiB:tasks",
+                 (unsigned long long)kib);
+}
 
 API int mote_metric(const char *name, uint64_t *value)
 {
@@ -62,6 +83,19 @@ API int mote_metric(const char *name, uint64_t *value)
             *value = metrics_table[i].get();
             return 0;
         }
+    if (!strncmp(name, "/stacks/highwater/", 18)) {
+        for (int b = 0; b < TRIM_NBUCKET; b++) {
+            char n[64];
+            metrics_hw_name(b, n, sizeof n);
+            if (!strcmp(name, n)) {
+                sched_stats s;
+                sched_stats_read(&s);
+                *value = s.highwater[b];
+                return 0;
+            }
+        }
+        return -ENOENT;
+    }
     if (heap_metric)
         return heap_metric(name, value);
     return -ENOENT;
@@ -73,6 +107,13 @@ API void mote_metric_each(void (*fn)(const char *, uint64_t, void *), void *ctx)
         return;
     for (size_t i = 0; i < METRICS_N; i++)
         fn(metrics_table[i].name, metrics_table[i].get(), ctx);
+    sched_stats s;
+    sched_stats_read(&s);
+    for (int b = 0; b < TRIM_NBUCKET; b++) {
+        char n[64];
+        metrics_hw_name(b, n, sizeof n);
+        fn(n, s.highwater[b], ctx);
+    }
     if (heap_metric_each)
         heap_metric_each(fn, ctx);
 }

@@ -39,6 +39,7 @@
 #include "sanfiber.h"
 #include "spin.h"
 #include "task.h"
+#include "trim.h"
 
 #define API __attribute__((visibility("default")))
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
@@ -74,6 +75,7 @@ typedef struct worker {
     int64_t n_blocked;
     int64_t n_running;
     sanfiber_ctx san;            /* the scheduler context's sanitizer state */
+    trim_state trim;
 } __attribute__((aligned(64))) worker;
 
 static struct {
@@ -93,6 +95,9 @@ static struct {
     pthread_mutex_t idle_lock;
     int nidle_notimer;
     pthread_rwlock_t ext_lock; /* plain-thread spawns vs teardown */
+    uint64_t mem_used;         /* atomic: RSS at the last check */
+    int64_t mem_checked;       /* atomic: when */
+    int pressure;              /* atomic: near MOTE_MEMLIMIT */
 } rt = {.idle_lock = PTHREAD_MUTEX_INITIALIZER,
         .ext_lock = PTHREAD_RWLOCK_INITIALIZER};
 
@@ -218,6 +223,7 @@ static void sched_release_dead(worker *w)
     task *d = w->dead;
     if (d) {
         w->dead = NULL;
+        trim_on_exit(&w->trim, d);
         sanfiber_destroy(&d->san);
         task_destroy(d, &w->stacks);
     }
@@ -273,6 +279,7 @@ static bool sched_adopt(worker *w, task *t)
         t->id = w->id_next++;
     }
     stack_set_owner(&t->stack, t);
+    trim_on_start(&w->trim, t);
     arch_ctx_init(&t->ctx, (void *)(t->stack.top - STACK_TOP_RESERVED),
                   task_entry, t);
     sanfiber_create(&t->san, (void *)t->stack.lo, t->stack.top - t->stack.lo);
@@ -292,6 +299,40 @@ static void sched_run_timers(worker *w)
     }
 }
 
+/* MOTE_MEMLIMIT: the process's resident memory, re-read at most every
+ * 10 ms (or now, when force). */
+static uint64_t sched_mem_used(bool force)
+{
+    int64_t now = os_now_ns(), last = LOAD(&rt.mem_checked);
+    if (force || now - last > 10 * 1000000) {
+        if (force || __atomic_compare_exchange_n(&rt.mem_checked, &last, now, false,
+                                                 __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            uint64_t used = os_rss_bytes();
+            STORE(&rt.mem_used, used);
+            uint64_t lim = rt.cfg.memlimit;
+            int was = LOAD(&rt.pressure);
+            int now_p = used >= lim - lim / 10;
+            STORE(&rt.pressure, now_p);
+            if (now_p && !was)
+                mote_mem_release(); /* the heap's share, once per episode */
+            return used;
+        }
+    }
+    return LOAD(&rt.mem_used);
+}
+
+/* Trimming's share of a scheduling point: cheap unless something is due. */
+static void sched_trim(worker *w, int64_t now)
+{
+    bool force = false;
+    if (rt.cfg.memlimit) {
+        sched_mem_used(false);
+        force = LOAD(&rt.pressure);
+    }
+    if (force || now >= w->trim.next)
+        trim_run(&w->trim, &w->stacks, w->current, now, force);
+}
+
 /* The next task to run on w, or NULL.  Order: inbox arrivals join the
  * ready queue; due timers fire; every 61st pick a fresh task goes first so
  * a yield loop cannot starve spawns; then the ready queue, then fresh. */
@@ -304,6 +345,8 @@ static task *sched_pick(worker *w)
         inbox_drain(w);
     if (w->timers.n && (!(w->tick & 63) || !w->rq_head))
         sched_run_timers(w);
+    if (w->trim.next != INT64_MAX && (!(w->tick & 63) || w->trim.delay == 0))
+        sched_trim(w, os_now_ns());
     if (w->rq_head && w->tick % 61)
         return rq_pop(w);
     if (__builtin_expect(w->starved_since != 0, 0) &&
@@ -396,14 +439,19 @@ static void sched_idle(worker *w)
     }
     __atomic_fetch_sub(&rt.nspinning, 1, __ATOMIC_SEQ_CST);
 
+    /* Parked stacks give pages back while the worker has nothing to do. */
+    sched_trim(w, os_now_ns());
+
     __atomic_store_n(&w->sleeping, 1, __ATOMIC_SEQ_CST);
     __atomic_fetch_add(&rt.nsleeping, 1, __ATOMIC_SEQ_CST);
     if (!sched_has_work(w)) {
-        int64_t next = timer_next(&w->timers);
+        int64_t tnext = timer_next(&w->timers), next = tnext;
         if (w->starved_since && w->starved_since + SCHED_STARVED_BACKOFF < next)
             next = w->starved_since + SCHED_STARVED_BACKOFF;
+        if (w->trim.next < next)
+            next = w->trim.next; /* housekeeping only: not a task's timer */
         bool counted = false;
-        if (next == INT64_MAX) {
+        if (tnext == INT64_MAX) {
             pthread_mutex_lock(&rt.idle_lock);
             rt.nidle_notimer++;
             counted = true;
@@ -556,6 +604,7 @@ int sched_park_until(int64_t deadline)
         }
     }
     COUNT(&w->n_blocked, 1);
+    trim_on_park(&w->trim, t);
     task *next = sched_pick(w);
     if (next != t)
         sched_switch(w, t, next);
@@ -594,6 +643,9 @@ API int mote_go_ex(mote_fn fn, void *arg, const mote_task_opts *opts)
         cls = -1;
     }
     const char *name = opts ? opts->name : NULL;
+    if (rt.cfg.memlimit && sched_mem_used(false) >= rt.cfg.memlimit &&
+        sched_mem_used(true) >= rt.cfg.memlimit)
+        return -ENOMEM;
     worker *w = sched_tls_worker;
     if (w) {
         task *t;
@@ -725,6 +777,7 @@ static void sched_teardown(int started)
                 t = n;
             }
         }
+        trim_fini(&w->trim);
         timer_free(&w->timers);
         stack_cache_drain(&w->stacks);
     }
@@ -768,10 +821,14 @@ API int mote_run(mote_fn main_fn, void *arg)
     rt.external_seen = 0;
     rt.nsleeping = rt.nspinning = 0;
     rt.nidle_notimer = 0;
+    rt.mem_used = 0;
+    rt.mem_checked = 0;
+    rt.pressure = 0;
     __atomic_store_n(&rt.shutdown, 0, __ATOMIC_RELAXED);
     for (int i = 0; i < n; i++) {
         ws[i].index = i;
         ws[i].rng = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
+        trim_init(&ws[i].trim, rt.cfg.trim);
     }
     rt.nworkers = n;
     __atomic_store_n(&rt.w, ws, __ATOMIC_RELEASE);
@@ -826,18 +883,28 @@ void sched_stats_read(sched_stats *s)
 {
     memset(s, 0, sizeof *s);
     s->spawned = __atomic_load_n(&sched_total_spawned, __ATOMIC_RELAXED);
+    s->stacks_trimmed = trim_total_trimmed();
     pthread_rwlock_rdlock(&rt.ext_lock);
     worker *ws = __atomic_load_n(&rt.w, __ATOMIC_ACQUIRE);
     if (ws) {
         uint64_t spawned = __atomic_load_n(&rt.ext_spawned, __ATOMIC_RELAXED);
         uint64_t exited = 0;
         int64_t blocked = 0, queued = 0;
+        (void)queued;
         for (int i = 0; i < rt.nworkers; i++) {
             spawned += LOAD(&ws[i].n_spawned);
             exited += LOAD(&ws[i].n_exited);
             blocked += LOAD(&ws[i].n_blocked);
             queued += __atomic_load_n(&ws[i].fresh_n, __ATOMIC_RELAXED);
+            int64_t used = LOAD(&ws[i].stacks.in_use);
+            s->stacks_in_use += used > 0 ? (uint64_t)used : 0;
+            for (int c = 0; c < STACK_NCLASS; c++)
+                s->stacks_pooled += LOAD(&ws[i].stacks.count[c]);
+            s->stacks_trimmed += LOAD(&ws[i].trim.trimmed);
+            for (int b = 0; b < TRIM_NBUCKET; b++)
+                s->highwater[b] += LOAD(&ws[i].trim.hist[b]);
         }
+        s->stacks_pooled += stack_pooled_global();
         s->workers = (uint64_t)rt.nworkers;
         s->spawned += spawned;
         s->live = spawned > exited ? spawned - exited : 0;

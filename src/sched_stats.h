@@ -8,8 +8,12 @@
 
 #include <stdint.h>
 
+#include "trim.h"
+
 typedef struct sched_stats {
     uint64_t live, runnable, blocked, spawned, workers;
+    uint64_t stacks_in_use, stacks_pooled, stacks_trimmed;
+    uint64_t highwater[TRIM_NBUCKET]; /* live tasks by last high water */
 } sched_stats;
 
 void sched_stats_read(sched_stats *s);

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "mote.h"
 #include "os/os.h"
 #include "spin.h"
 
@@ -40,13 +41,14 @@ typedef struct stack_class {
     uintptr_t free_head; /* slot tops linked through the slot */
     uint64_t free_count;
     uintptr_t bump, bump_end; /* unused slots of the newest chunk */
+    uintptr_t *cold;     /* decommitted slots: no resident page at all */
+    uint64_t ncold, capcold;
 } stack_class;
 
 static stack_class stack_classes[STACK_NCLASS];
 static stack_chunk stack_chunks[STACK_MAX_CHUNKS];
 static uint32_t stack_nchunks; /* published with release */
 static int stack_chunk_lock;
-static uint64_t stack_in_use; /* relaxed counter */
 
 #define STACK_LINK(top) (((uintptr_t *)(top))[-2])
 
@@ -125,9 +127,25 @@ static void stack_refill(int cls, stack_cache *cache)
         __atomic_store_n(&k->free_count, k->free_count - 1, __ATOMIC_RELAXED);
         STACK_LINK(top) = cache->head[cls];
         cache->head[cls] = top;
-        cache->count[cls]++;
+        __atomic_store_n(&cache->count[cls], cache->count[cls] + 1, __ATOMIC_RELAXED);
     }
     spin_unlock(&k->lock);
+}
+
+static bool stack_take_cold(int cls, uintptr_t *top)
+{
+    stack_class *k = &stack_classes[cls];
+    if (!__atomic_load_n(&k->ncold, __ATOMIC_RELAXED))
+        return false;
+    bool ok = false;
+    spin_lock(&k->lock);
+    if (k->ncold) {
+        *top = k->cold[k->ncold - 1];
+        __atomic_store_n(&k->ncold, k->ncold - 1, __ATOMIC_RELAXED);
+        ok = true;
+    }
+    spin_unlock(&k->lock);
+    return ok;
 }
 
 /* Carves a never-used slot.  Its memory is not touched here: the first
@@ -161,38 +179,39 @@ int stack_acquire(int cls, stack_cache *cache, stack_slot *out)
     if (cache->head[cls]) {
         top = cache->head[cls];
         cache->head[cls] = STACK_LINK(top);
-        cache->count[cls]--;
-    } else {
+        __atomic_store_n(&cache->count[cls], cache->count[cls] - 1, __ATOMIC_RELAXED);
+        if (cache->count[cls] < cache->low[cls])
+            cache->low[cls] = cache->count[cls];
+    } else if (!stack_take_cold(cls, &top)) {
         int r = stack_fresh(cls, &top);
         if (r)
             return r;
     }
-    __atomic_fetch_add(&stack_in_use, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&cache->in_use, cache->in_use + 1, __ATOMIC_RELAXED);
     stack_fill(cls, top, out);
     return 0;
 }
 
+/* Moves all but the keep most recently used slots of cache to the class. */
 static void stack_spill(int cls, stack_cache *cache, unsigned keep)
 {
-    uintptr_t first = cache->head[cls], last = 0, t = first;
-    unsigned n = 0;
     if (cache->count[cls] <= keep)
         return;
-    /* Keep the most recently used (warmest) slots at the head. */
-    for (unsigned i = 0; i < keep; i++)
-        t = STACK_LINK(t);
-    uintptr_t moved = keep ? 0 : first;
+    uintptr_t moved;
     if (keep) {
-        uintptr_t prev = first;
+        uintptr_t prev = cache->head[cls];
         for (unsigned i = 1; i < keep; i++)
             prev = STACK_LINK(prev);
         moved = STACK_LINK(prev);
         STACK_LINK(prev) = 0;
     } else {
+        moved = cache->head[cls];
         cache->head[cls] = 0;
     }
-    for (t = moved; t; t = STACK_LINK(t)) {
-        last = t;
+    uintptr_t last = moved;
+    uint64_t n = 1;
+    while (STACK_LINK(last)) {
+        last = STACK_LINK(last);
         n++;
     }
     stack_class *k = &stack_classes[cls];
@@ -201,7 +220,83 @@ static void stack_spill(int cls, stack_cache *cache, unsigned keep)
     k->free_head = moved;
     __atomic_store_n(&k->free_count, k->free_count + n, __ATOMIC_RELAXED);
     spin_unlock(&k->lock);
-    cache->count[cls] = keep;
+    __atomic_store_n(&cache->count[cls], keep, __ATOMIC_RELAXED);
+    if (cache->low[cls] > keep)
+        cache->low[cls] = keep;
+}
+
+size_t stack_cache_take_lru(stack_cache *cache, int cls, size_t n,
+                            uintptr_t *tops)
+{
+    uint32_t count = cache->count[cls];
+    if (n > count)
+        n = count;
+    if (!n)
+        return 0;
+    uint32_t keep = count - (uint32_t)n;
+    uintptr_t t;
+    if (keep) {
+        uintptr_t prev = cache->head[cls];
+        for (uint32_t i = 1; i < keep; i++)
+            prev = STACK_LINK(prev);
+        t = STACK_LINK(prev);
+        STACK_LINK(prev) = 0;
+    } else {
+        t = cache->head[cls];
+        cache->head[cls] = 0;
+    }
+    for (size_t i = 0; i < n; i++, t = STACK_LINK(t))
+        tops[i] = t;
+    __atomic_store_n(&cache->count[cls], keep, __ATOMIC_RELAXED);
+    if (cache->low[cls] > keep)
+        cache->low[cls] = keep;
+    return n;
+}
+
+size_t stack_class_take_free(int cls, uintptr_t *tops, size_t max)
+{
+    stack_class *k = &stack_classes[cls];
+    if (!__atomic_load_n(&k->free_count, __ATOMIC_RELAXED))
+        return 0;
+    size_t n = 0;
+    spin_lock(&k->lock);
+    while (n < max && k->free_head) {
+        tops[n++] = k->free_head;
+        k->free_head = STACK_LINK(k->free_head);
+    }
+    __atomic_store_n(&k->free_count, k->free_count - n, __ATOMIC_RELAXED);
+    spin_unlock(&k->lock);
+    return n;
+}
+
+void stack_make_cold(int cls, const uintptr_t *tops, size_t n)
+{
+    stack_class *k = &stack_classes[cls];
+    spin_lock(&k->lock);
+    if (k->ncold + n > k->capcold) {
+        uint64_t cap = k->capcold ? k->capcold : 256;
+        while (cap < k->ncold + n)
+            cap *= 2;
+        uintptr_t *v = mote_realloc(k->cold, cap * sizeof *v);
+        if (!v) {
+            spin_unlock(&k->lock);
+            return;
+        }
+        k->cold = v;
+        k->capcold = cap;
+    }
+    memcpy(k->cold + k->ncold, tops, n * sizeof *tops);
+    __atomic_store_n(&k->ncold, k->ncold + n, __ATOMIC_RELAXED);
+    spin_unlock(&k->lock);
+}
+
+uint64_t stack_pooled_global(void)
+{
+    uint64_t n = 0;
+    for (int c = 0; c < STACK_NCLASS; c++)
+        n += __atomic_load_n(&stack_classes[c].free_count, __ATOMIC_RELAXED) +
+             __atomic_load_n(&stack_classes[c].ncold, __ATOMIC_RELAXED);
+    return n;
 }
 
 void stack_release(const stack_slot *s, stack_cache *cache)
@@ -209,8 +304,8 @@ void stack_release(const stack_slot *s, stack_cache *cache)
     int cls = s->cls;
     STACK_LINK(s->top) = cache->head[cls];
     cache->head[cls] = s->top;
-    cache->count[cls]++;
-    __atomic_fetch_sub(&stack_in_use, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&cache->count[cls], cache->count[cls] + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&cache->in_use, cache->in_use - 1, __ATOMIC_RELAXED);
     if (cache->count[cls] > STACK_CACHE_MAX)
         stack_spill(cls, cache, STACK_CACHE_MAX / 2);
 }
@@ -248,8 +343,9 @@ void stack_reset(void)
     for (uint32_t i = 0; i < n; i++)
         os_release((void *)stack_chunks[i].base,
                    stack_chunks[i].end - stack_chunks[i].base);
+    for (int c = 0; c < STACK_NCLASS; c++)
+        mote_free(stack_classes[c].cold);
     memset(stack_classes, 0, sizeof stack_classes);
-    __atomic_store_n(&stack_in_use, 0, __ATOMIC_RELAXED);
     spin_unlock(&stack_chunk_lock);
 }
 
@@ -276,9 +372,4 @@ uint64_t stack_resident_bytes(void)
     uint64_t r = n ? os_rss_in_ranges(lo, hi, n) : 0;
     spin_unlock(&scratch_lock);
     return r;
-}
-
-uint64_t stack_slots_in_use(void)
-{
-    return __atomic_load_n(&stack_in_use, __ATOMIC_RELAXED);
 }

@@ -29,10 +29,13 @@ typedef struct stack_slot {
     uint8_t cls;
 } stack_slot;
 
-/* A worker's private pool of free slots, per class. */
+/* A worker's private pool of free slots, per class, most recently used
+ * first.  count is read by metrics from other threads (relaxed). */
 typedef struct stack_cache {
     uintptr_t head[STACK_NCLASS]; /* slot tops, linked through the slot */
     uint32_t count[STACK_NCLASS];
+    uint32_t low[STACK_NCLASS];   /* fewest held since the last decay */
+    int64_t in_use;               /* slots this worker handed out, net */
 } stack_cache;
 
 /* The class for a requested size, or -EINVAL when out of range. */
@@ -56,11 +59,29 @@ static inline void stack_set_owner(const stack_slot *s, void *owner)
  * (as stored by stack_set_owner) and usable size; else false. */
 bool stack_guard_hit(uintptr_t addr, void **owner, size_t *size);
 
+/* The slot after top in a cache's list (0 at the end). */
+static inline uintptr_t stack_next(uintptr_t top)
+{
+    return ((uintptr_t *)top)[-2];
+}
+
+/* Detaches the n least recently used slots of cache's class cls into tops
+ * (n is clamped to what it holds); returns how many. */
+size_t stack_cache_take_lru(stack_cache *cache, int cls, size_t n,
+                            uintptr_t *tops);
+/* Moves the class free list (slots spilled by caches) into tops, at most
+ * max; returns how many. */
+size_t stack_class_take_free(int cls, uintptr_t *tops, size_t max);
+/* Adds fully decommitted slots to the class's cold pool; a slot that cannot
+ * be recorded (no memory) simply stays unused. */
+void stack_make_cold(int cls, const uintptr_t *tops, size_t n);
+/* Slots pooled: free in caches (summed by the caller), class lists, cold. */
+uint64_t stack_pooled_global(void);
+
 /* Unmaps every chunk: only when no task exists (end of mote_run). */
 void stack_reset(void);
 
 uint64_t stack_reserved_bytes(void);
 uint64_t stack_resident_bytes(void); /* measured: /proc/self/smaps */
-uint64_t stack_slots_in_use(void);
 
 #endif /* MOTE_STACK_H */

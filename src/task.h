@@ -47,6 +47,11 @@ struct task {
     const char *name;
     stack_slot stack;
     task *all_prev, *all_next; /* the worker's list of started tasks */
+    task *trim_prev, *trim_next; /* the worker's trim candidates */
+    int64_t parked_at;         /* coarse clock at the last park */
+    bool trim_queued;
+    bool hw_sample;            /* started on a trimmed stack: measure it */
+    int8_t hw_bucket;          /* last measured high water, -1 unknown */
     sanfiber_ctx san;          /* sanitizer and valgrind stack state */
 };
 

@@ -44,6 +44,8 @@ void os_futex_wake(int *word, int n);
 int64_t os_now_ns(void);
 int os_ncpus(void);
 
+/* Resident set size from /proc/self/statm: cheap enough to poll. */
+uint64_t os_rss_bytes(void);
 /* /proc/self/status fields in bytes ("VmRSS", "VmHWM", "VmPTE"); 0 if
  * absent. */
 uint64_t os_status_bytes(const char *field);

@@ -176,6 +176,21 @@ int os_ncpus(void)
     return n > 0 ? (int)n : 1;
 }
 
+uint64_t os_rss_bytes(void)
+{
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char buf[128];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    char *p = strchr(buf, ' ');
+    return p ? strtoull(p + 1, NULL, 10) * OS_PAGE : 0;
+}
+
 uint64_t os_status_bytes(const char *field)
 {
     int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
