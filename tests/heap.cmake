@@ -1,0 +1,25 @@
+# Extra registrations for the allocator's tests (issue 4).
+#
+# test_heap_preload runs whole programs under LD_PRELOAD=libmote-malloc.so
+# and compares their output with glibc's.  It needs the .so and a small
+# library to dlopen (heap_dso, generated here: tests/ holds only test_*.c).
+# Real programs: python3, sqlite3, git, cmake (Debian packages of the same
+# names); a test exits 77 (SKIP) only when its program is not installed, or
+# in a sanitizer build, where the sanitizer owns malloc.
+if(TARGET test_heap_preload)
+  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/heap_dso.c
+    "#include <stdlib.h>\n#include <string.h>\n"
+    "__attribute__((constructor)) static void init(void) { free(strdup(\"ctor\")); }\n"
+    "char *heap_dso_alloc(size_t n) { char *p = malloc(n); memset(p, 'x', n); return p; }\n"
+    "void heap_dso_free(void *p) { free(p); }\n")
+  add_library(heap_dso SHARED ${CMAKE_CURRENT_BINARY_DIR}/heap_dso.c)
+  target_compile_options(heap_dso PRIVATE -fno-builtin)
+  add_dependencies(test_heap_preload mote-malloc heap_dso)
+  target_link_libraries(test_heap_preload PRIVATE ${CMAKE_DL_LIBS})
+  target_compile_definitions(test_heap_preload PRIVATE
+    MOTE_MALLOC_SO="$<TARGET_FILE:mote-malloc>" HEAP_DSO="$<TARGET_FILE:heap_dso>")
+  foreach(prog python3 sqlite3 git cmake)
+    add_test(NAME test_heap_preload_${prog} COMMAND test_heap_preload ${prog})
+    set_tests_properties(test_heap_preload_${prog} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+  endforeach()
+endif()
