@@ -117,7 +117,7 @@ void mote_wg_wait(mote_wg *wg);
 typedef struct mote_mutex {
     int lock;       /* guards waiters */
     int state;      /* locked / a waiter woken / waiters queued (bits) */
-    uint64_t owner; /* task id of the holder, for diagnostics */
+    uint64_t owner; /* the holder (its task), for diagnostics */
     mote_waitq waiters;
 } mote_mutex;
 #define MOTE_MUTEX_INIT {0, 0, 0, {0, 0}}

@@ -131,9 +131,11 @@ static inline bool sync_cas(int *p, int *expected, int desired, int order)
                                        __ATOMIC_RELAXED);
 }
 
-static inline void sync_set_owner(mote_mutex *m, uint64_t id)
+/* The holder's task, for debuggers and dumps (a pointer, not its id: no
+ * call into the scheduler on the fast path).  Never dereferenced here. */
+static inline void sync_set_owner(mote_mutex *m, const task *t)
 {
-    __atomic_store_n(&m->owner, id, __ATOMIC_RELAXED);
+    __atomic_store_n(&m->owner, (uint64_t)(uintptr_t)t, __ATOMIC_RELAXED);
 }
 
 static void sync_mutex_lock_slow(mote_mutex *m, task *self)
@@ -150,7 +152,7 @@ static void sync_mutex_lock_slow(mote_mutex *m, task *self)
                 if (sync_cas(&m->state, &s, (s | SYNC_LOCKED) & ~clear,
                              __ATOMIC_ACQUIRE)) {
                     spin_unlock(&m->lock);
-                    sync_set_owner(m, sched_task_id(self));
+                    sync_set_owner(m, self);
                     return;
                 }
                 continue;
@@ -171,7 +173,7 @@ static void sync_mutex_lock_slow(mote_mutex *m, task *self)
             /* The unlocker kept SYNC_LOCKED set for us; its release (the
              * ready hand-off) orders its critical section before ours. */
             __atomic_thread_fence(__ATOMIC_ACQUIRE);
-            sync_set_owner(m, sched_task_id(self));
+            sync_set_owner(m, self);
             return;
         }
         woken = true;
@@ -190,7 +192,7 @@ MOTE_API void mote_mutex_lock(mote_mutex *m)
     int s = 0;
     if (__builtin_expect(sync_cas(&m->state, &s, SYNC_LOCKED,
                                   __ATOMIC_ACQUIRE), 1)) {
-        sync_set_owner(m, sched_task_id(self));
+        sync_set_owner(m, self);
         return;
     }
     sync_mutex_lock_slow(m, self);
@@ -215,7 +217,7 @@ MOTE_API int mote_mutex_trylock(mote_mutex *m)
             return -EBUSY;
     }
     task *self = sched_self();
-    sync_set_owner(m, self ? sched_task_id(self) : 0);
+    sync_set_owner(m, self);
     return 0;
 }
 
@@ -229,7 +231,7 @@ MOTE_API int mote_mutex_unlock(mote_mutex *m)
 {
     if (!m)
         return -EINVAL;
-    sync_set_owner(m, 0);
+    sync_set_owner(m, NULL);
     for (;;) {
         int s = SYNC_LOCKED;
         if (__builtin_expect(sync_cas(&m->state, &s, 0, __ATOMIC_RELEASE), 1))
