@@ -85,7 +85,6 @@ static struct {
     int nworkers;
     int default_cls;
     worker *w;
-    task *main_task;
     config cfg;
     uint64_t next_id;          /* atomic */
     uint64_t ext_spawned;      /* atomic */
@@ -529,8 +528,7 @@ static _Noreturn void sched_exit(worker *w, task *t)
     if (t->timer_idx != TIMER_NONE)
         timer_cancel(&w->timers, t);
     COUNT(&w->n_exited, 1);
-    if (t == rt.main_task) {
-        rt.main_task = NULL;
+    if (t->is_main) {
         __atomic_store_n(&rt.shutdown, 1, __ATOMIC_SEQ_CST);
         for (int i = 0; i < rt.nworkers; i++)
             if (&rt.w[i] != w)
@@ -849,7 +847,7 @@ API int mote_run(mote_fn main_fn, void *arg)
         __atomic_store_n(&rt.state, 0, __ATOMIC_RELEASE);
         return r;
     }
-    rt.main_task = m;
+    m->is_main = true;
     COUNT(&w0->n_spawned, 1);
     rq_push(w0, m);
 
@@ -889,13 +887,11 @@ void sched_stats_read(sched_stats *s)
     if (ws) {
         uint64_t spawned = __atomic_load_n(&rt.ext_spawned, __ATOMIC_RELAXED);
         uint64_t exited = 0;
-        int64_t blocked = 0, queued = 0;
-        (void)queued;
+        int64_t blocked = 0;
         for (int i = 0; i < rt.nworkers; i++) {
             spawned += LOAD(&ws[i].n_spawned);
             exited += LOAD(&ws[i].n_exited);
             blocked += LOAD(&ws[i].n_blocked);
-            queued += __atomic_load_n(&ws[i].fresh_n, __ATOMIC_RELAXED);
             int64_t used = LOAD(&ws[i].stacks.in_use);
             s->stacks_in_use += used > 0 ? (uint64_t)used : 0;
             for (int c = 0; c < STACK_NCLASS; c++)

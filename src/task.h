@@ -41,6 +41,7 @@ struct task {
     int64_t deadline;       /* timer, when timer_idx != TIMER_NONE */
     uint32_t timer_idx;
     bool started;
+    bool is_main;              /* its return ends the run */
     uint64_t id;
     mote_fn fn;
     void *arg;

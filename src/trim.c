@@ -258,7 +258,9 @@ void trim_run(trim_state *s, stack_cache *cache, task *current, int64_t now,
     task *t = s->head;
     while (t && budget--) {
         task *nx = t->trim_next;
-        if (t == current) {
+        if (t == current) { /* it is executing this very call: later */
+            if (now + delay < next)
+                next = now + delay;
             t = nx;
             continue;
         }
