@@ -155,9 +155,15 @@ run_one() {
     BENCH_MEM_GUARD=$(guard_now)
     export BENCH_MEM_GUARD
     out=$(mktemp) err=$(mktemp)
-    timeout --signal=KILL "$tmo" "$@" >"$out" 2>"$err"
-    rc=$?
-    grep '=' "$out" | sed "s/\$/ rep=$REP/" >>"$RAW/$file"
+    if [ "${STREAM_ERR:-0}" = 1 ]; then # show the program's own progress lines
+        timeout --signal=KILL "$tmo" "$@" >"$out" 2> >(tee "$err" | sed -u 's/^/        /' >&2)
+        rc=$?
+        sleep 0.2
+    else
+        timeout --signal=KILL "$tmo" "$@" >"$out" 2>"$err"
+        rc=$?
+    fi
+    grep '=' "$out" | grep -v '^#' | sed "/ rep=[0-9]/!s/\$/ rep=$REP/" >>"$RAW/$file"
     {
         echo "## rc=$rc rep=$REP $label: $*"
         cat "$out" "$err"
@@ -292,7 +298,7 @@ malloc_section() {
     fi
     REP=0
     say "allocators (bench/malloc/run.sh --$MODE, $REPS repetitions, alternating inside)"
-    run_one malloc.txt 900 "malloc/run.sh" -- env BENCH_BUILD_DIR="$BUILD_DIR" \
+    STREAM_ERR=1 run_one malloc.txt 900 "malloc/run.sh" -- env BENCH_BUILD_DIR="$BUILD_DIR" \
         BENCH_MODE="$MODE" BENCH_REPS="$REPS" bash "$script" --"$MODE"
 }
 
@@ -304,7 +310,7 @@ idle_section() {
     for REP in $(seq 1 "$REPS"); do
         say "Go free-then-idle (seed 003), repetition $REP/$REPS"
         run_one idle.txt 120 "go bigfree mixed" -- "$GOBIN_DIR/bigfree" mixed $total $idle
-        run_one idle.txt 120 "go bigfree big" -- "$GOBIN_DIR/bigfree" big $total $idle
+        [ "$MODE" = full ] && run_one idle.txt 120 "go bigfree big" -- "$GOBIN_DIR/bigfree" big $total $idle
     done
 }
 

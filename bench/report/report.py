@@ -161,6 +161,7 @@ def case_label(n, mode):
 
 
 # ---------------------------------------------------------------- SVG charts
+ALLOC_ORDER = ["mote", "glibc", "tcmalloc", "jemalloc", "mimalloc", "go"]
 ALLOC_COLORS = {"mote": "#1f77b4", "glibc": "#7f7f7f", "tcmalloc": "#ff7f0e", "jemalloc": "#2ca02c",
                 "mimalloc": "#9467bd", "go": "#d62728"}
 PALETTE = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
@@ -696,7 +697,7 @@ class Report:
                 continue
             a, g = t[k].get("mote"), t[k].get("go")
             if a and g:
-                self.add_summary("channels (#3)", "%s (%s workers) ≤ ⅓ of Go's time (≤ %s)" % (k[0], k[1], fmt_ns(g.med / 3)),
+                self.add_summary("channels (#3)", "%s (%s worker%s) ≤ ⅓ of Go's time (≤ %s)" % (k[0], k[1], "" if k[1] == "1" else "s", fmt_ns(g.med / 3)),
                                  "mote %s, Go %s: %s" % (fmt_ns(a.med), fmt_ns(g.med), ratio_text(a.med, g.med)),
                                  a.med <= g.med / 3)
         return t
@@ -722,7 +723,7 @@ class Report:
         md.append("From `bench/malloc/run.sh` (every allocator through LD_PRELOAD in the same run, alternating) "
                   "and, for Go, `bench/go/bigfree.go`. Throughput in Mops/s (higher is better) with the kernel's "
                   "peak RSS.\n")
-        thr, idle = {}, {}
+        thr, idle, idle_peak = {}, {}, {}
         for d in self.malloc:
             a = self.alloc_name(d)
             if not a:
@@ -730,6 +731,11 @@ class Report:
             b = self.bench_name(d)
             if "t_ms" in d and num(d, "rss", "rss_bytes") is not None:
                 idle.setdefault((b, a), {}).setdefault(d.get("rep", "0"), []).append((num(d, "t_ms") / 1000, num(d, "rss", "rss_bytes")))
+                continue
+            if "rss_before" in d or ("peak" in d and "mops" not in d):
+                e = idle_peak.setdefault((b, a), {"peak": [], "before": []})
+                e["peak"].append(num(d, "peak"))
+                e["before"].append(num(d, "rss_before"))
                 continue
             mops = num(d, "mops", "mops_s", "mops_per_s", "Mops")
             if mops is None and num(d, "ops_per_s") is not None:
@@ -743,8 +749,12 @@ class Report:
             if peak is not None:
                 e["peak"].append(peak if peak > 1e5 else peak * KiB)  # KiB if small
         for d in self.idle:
-            idle.setdefault(("go-" + d.get("scenario", "?"), "go"), {}).setdefault(d.get("rep", "0"), []).append(
-                (num(d, "t_ms") / 1000, num(d, "rss")))
+            key = ("go-" + d.get("scenario", "?"), "go")
+            idle.setdefault(key, {}).setdefault(d.get("rep", "0"), []).append((num(d, "t_ms") / 1000, num(d, "rss")))
+            if "peak" in d:
+                e = idle_peak.setdefault(key, {"peak": [], "before": []})
+                e["peak"].append(num(d, "peak"))
+                e["before"].append(num(d, "rss"))
         if not thr and not idle:
             md.append("_No data (see Failures)._\n")
         peers = ["glibc", "tcmalloc", "jemalloc", "mimalloc"]
@@ -799,31 +809,43 @@ class Report:
         if idle:
             md.append("**Free-then-idle (seed 003)**: RSS after everything was freed, with no further call "
                       "from the program (first repetition; table: median over repetitions).\n")
-            md.append("| scenario | allocator | RSS before free | at free | 1 s after | last sample |")
+            md.append("| scenario | allocator | RSS with all allocated | right after the free | 1 s after | last sample |")
             md.append("|---|---|---|---|---|---|")
             series = []
-            for (b, a), reps in sorted(idle.items(), key=lambda kv: (kv[0][1] != "mote", kv[0])):
+            scen = {"free-idle": "C: 4 threads, mixed sizes, freed (bench/malloc/freeidle.c)",
+                    "go-mixed": "Go: 4 goroutines, mixed sizes, dropped + 1 GC",
+                    "go-big": "Go: seed 003's big arrays, dropped + 1 GC"}
+            for (b, a), reps in sorted(idle.items(), key=lambda kv: (kv[0][1] == "go", kv[0][1] != "mote",
+                                                                     ALLOC_ORDER.index(kv[0][1]) if kv[0][1] in ALLOC_ORDER else 9, kv[0])):
                 def at(pts, t):
                     c = [p for p in pts if p[0] <= t + 0.05]
                     return c[-1][1] if c else None
-                pts_all = list(reps.values())
-                peak = Stat([num(d, "peak") for d in self.idle if ("go-" + d.get("scenario", "?"), "go") == (b, a) and "peak" in d]
-                            + [num(d, "peak", "rss_before", "peak_rss") for d in self.malloc
-                               if self.alloc_name(d) == a and self.bench_name(d) == b and num(d, "peak", "rss_before", "peak_rss") is not None and "t_ms" in d])
+                pts_all = [sorted(p) for p in reps.values()]
+                pk = idle_peak.get((b, a), {"peak": [], "before": []})
                 md.append("| %s | %s | %s | %s | %s | %s |" % (
-                    b, a, fmt_bytes(peak.med) if peak else "—",
-                    fmt_stat(Stat([at(sorted(p), 0) for p in pts_all]), fmt_bytes),
-                    fmt_stat(Stat([at(sorted(p), 1.0) for p in pts_all]), fmt_bytes),
-                    fmt_stat(Stat([sorted(p)[-1][1] for p in pts_all]), fmt_bytes)))
-                series.append({"name": a if a != "go" else ("Go, seed 003 array" if b.endswith("big") else "Go, mixed sizes"),
-                               "points": sorted(pts_all[0]),
+                    scen.get(b, b), a, fmt_stat(Stat(pk["peak"]), fmt_bytes), fmt_stat(Stat(pk["before"]), fmt_bytes),
+                    fmt_stat(Stat([at(p, 1.0) for p in pts_all]), fmt_bytes),
+                    fmt_stat(Stat([p[-1][1] for p in pts_all]), fmt_bytes)))
+                series.append({"name": a if a != "go" else ("Go, seed 003 arrays" if b.endswith("big") else "Go, mixed sizes"),
+                               "points": pts_all[0],
                                "color": ALLOC_COLORS.get(a),
                                "dash": a == "go" and b.endswith("big")})
                 if a == "mote":
-                    r1 = Stat([at(sorted(p), 1.0) for p in pts_all])
+                    r1 = Stat([at(p, 1.0) for p in pts_all])
                     if r1:
                         self.add_summary("allocator (#4)", "free-then-idle (%s): RSS ≤ 32 MiB within 1 s, no call" % b,
                                          "mote %s at 1 s" % fmt_bytes(r1.med), r1.med <= 32 * MiB)
+            at1 = {}
+            for (b, a), reps in idle.items():
+                v = Stat([next((y for t, y in reversed(sorted(p)) if t <= 1.05), None) for p in reps.values()])
+                if v:
+                    at1[a] = min(at1.get(a, v.med), v.med)
+            if "mote" in at1:
+                others = {a: v for a, v in at1.items() if a != "mote"}
+                if others:
+                    best = min(others, key=others.get)
+                    self.compare("RSS 1 s after a big free", at1["mote"], others[best], words=("less", "more"),
+                                 peer_name=best)
             md.append("")
             line_chart(os.path.join(self.out, "free_idle_rss.svg"), "RSS against time after a big free (log y)",
                        "seconds after the free", "MiB", series, logy=True, xfmt=lambda v: "%g" % v,
