@@ -28,7 +28,7 @@ static void test_outside(void)
 }
 
 /* ---- ids, names, nested run, bad arguments ---- */
-static uint64_t child_ids[64];
+static _Atomic uint64_t child_ids[64];
 static void record_id(void *arg) { child_ids[(intptr_t)arg] = mote_id(); }
 
 static void main_basics(void *arg)

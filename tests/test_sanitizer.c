@@ -1,0 +1,101 @@
+/* test_sanitizer.c - users can debug their own code inside tasks: under
+ * AddressSanitizer a stack buffer overflow in a task is caught and
+ * reported with the task's frames (mote tells ASan about every stack
+ * switch); under ThreadSanitizer a real data race between tasks on two
+ * workers is reported.  Skipped (77) in a build without either. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "check.h"
+#include "mote.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SAN_ASAN 1
+#elif defined(__SANITIZE_THREAD__)
+#define SAN_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SAN_ASAN 1
+#elif __has_feature(thread_sanitizer)
+#define SAN_TSAN 1
+#endif
+#endif
+
+static volatile int index_past_end = 16;
+
+/* Out of line, so UBSan's bounds and object-size checks cannot see the
+ * array's size and stop first: catching this is ASan's job. */
+static __attribute__((noinline)) void poke(volatile char *p, int i)
+{
+    p[i] = 1;
+}
+
+void buggy_task(void *arg); /* exported: its name shows in the report */
+void buggy_task(void *arg)
+{
+    (void)arg;
+    volatile char local[16];
+    memset((char *)local, 0, sizeof local);
+    poke(local, index_past_end); /* one past the end: a real bug */
+}
+
+static void main_asan(void *arg)
+{
+    (void)arg;
+    CHECK_EQ(mote_go(buggy_task, NULL), 0);
+    mote_sleep(100 * 1000000);
+}
+
+static int shared_counter; /* deliberately unsynchronised */
+static atomic_int racers_done;
+static void racer(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 1000; i++)
+        shared_counter++;
+    atomic_fetch_add(&racers_done, 1);
+}
+
+static void main_tsan(void *arg)
+{
+    (void)arg;
+    CHECK_EQ(mote_go(racer, NULL), 0);
+    CHECK_EQ(mote_go(racer, NULL), 0);
+    while (atomic_load(&racers_done) < 2)
+        mote_sleep(1000000);
+}
+
+static void child(void *fn)
+{
+    setenv("MOTE_WORKERS", "2", 1);
+    mote_run((mote_fn)fn, NULL);
+}
+
+int main(void)
+{
+    char buf[16384];
+    (void)main_asan;
+    (void)main_tsan;
+#if defined(SAN_ASAN)
+    int st = test_fork_capture(child, (void *)main_asan, buf, sizeof buf);
+    if (!strstr(buf, "AddressSanitizer: stack-buffer-overflow"))
+        fprintf(stderr, "child said:\n%s\n", buf);
+    CHECK(!(WIFEXITED(st) && WEXITSTATUS(st) == 0));
+    CHECK(strstr(buf, "AddressSanitizer: stack-buffer-overflow") != NULL);
+    CHECK(strstr(buf, "buggy_task") != NULL);
+    TEST_PASS("test_sanitizer (asan)");
+    return 0;
+#elif defined(SAN_TSAN)
+    int st = test_fork_capture(child, (void *)main_tsan, buf, sizeof buf);
+    (void)st;
+    CHECK(strstr(buf, "ThreadSanitizer: data race") != NULL);
+    CHECK(strstr(buf, "racer") != NULL);
+    TEST_PASS("test_sanitizer (tsan)");
+    return 0;
+#else
+    (void)buf;
+    (void)child;
+    printf("test_sanitizer: skipped (not a sanitizer build)\n");
+    return 77;
+#endif
+}
