@@ -74,7 +74,9 @@ typedef struct heap_block {
 
 struct heap_tcache;
 
-typedef struct heap_page {
+/* 128-byte aligned: descriptors of pages owned by different threads sit
+ * side by side in a segment header and must not share cache lines. */
+typedef struct __attribute__((aligned(128))) heap_page {
     /* ---- owner-only ---- */
     heap_block *free;   /* blocks ready to hand out */
     uint32_t used;      /* blocks out (includes remote frees not collected) */

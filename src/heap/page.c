@@ -4,9 +4,12 @@
  * atomics; other threads push freed blocks on page->tfree with one CAS.
  * The low bits of tfree say where the page is (HEAP_TF_*):
  *   NORMAL   in its owner's class queue; remote frees just push;
- *   FULL     out of the queue (no free block); the first remote free turns
- *            it NOTIFIED and pushes the page on owner->remote, so the owner
- *            (or the scavenger, for a dead owner) takes it back;
+ *   FULL     the page left the queue once (no free block); the first
+ *            remote free turns it NOTIFIED and pushes the page on
+ *            owner->remote, so the owner (or the scavenger, for a dead
+ *            owner) takes it back.  When the owner itself frees into it,
+ *            the page goes back into the queue but stays FULL: no atomic
+ *            op on that path, and a remote free then costs one extra push;
  *   NOTIFIED on owner->remote, or being pushed there: the page must not be
  *            freed until it has been taken off that list.
  */
@@ -67,11 +70,18 @@ void page_collect(heap_page *pg)
     pg->used -= n;
 }
 
-/* NORMAL with no remote block -> FULL.  False if a remote free raced in.
- * Release: the remote free that notifies (acquire) then owns remote_next. */
+/* May the owner take pg (no free block) out of its queue?  NORMAL with no
+ * remote block becomes FULL (one CAS; release: the remote free that
+ * notifies, with acquire, then owns remote_next).  A page still FULL from
+ * an earlier round, or NOTIFIED (it will come back through owner->remote),
+ * may leave as it is.  False: remote blocks arrived, collect them. */
 bool page_try_mark_full(heap_page *pg)
 {
-    uintptr_t t = HEAP_TF_NORMAL;
+    uintptr_t t = atomic_load_explicit(&pg->tfree, memory_order_relaxed);
+    if (t == HEAP_TF_FULL || (t & HEAP_TF_STATE) == HEAP_TF_NOTIFIED)
+        return true;
+    if (t != HEAP_TF_NORMAL)
+        return false;
     return atomic_compare_exchange_strong_explicit(&pg->tfree, &t, HEAP_TF_FULL,
                                                    memory_order_release, memory_order_relaxed);
 }

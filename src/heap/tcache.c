@@ -6,8 +6,9 @@
  * Invariants:
  *   - a live cache is touched only by its thread, except cache->remote
  *     (lock-free stack of notified pages) and the relaxed counters;
- *   - cur[c] == queue[c].first, or &heap_page_empty when the queue is empty,
- *     so the fast path needs no NULL test; the static heap_tcache_empty has
+ *   - cur[c] is a page in queue[c] (the one a local free last went to, or
+ *     the first), or &heap_page_empty when the queue is empty, so the fast
+ *     path needs no NULL test; the static heap_tcache_empty has
  *     every cur[c] at &heap_page_empty and sends each thread to the slow
  *     path on its first malloc;
  *   - caches are never freed: a thread's cache goes to the pool when the
@@ -244,6 +245,7 @@ static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
                 queue_remove(h, pg);
                 queue_push_front(h, pg);
             }
+            h->cur[cls] = pg;
             return pg;
         }
         if (!page_try_mark_full(pg))
@@ -291,16 +293,15 @@ void *tcache_alloc_slow(heap_tcache *h, unsigned cls)
 /* The owner freed a block of pg and pg is now empty or was parked full. */
 void tcache_page_freed(heap_tcache *h, heap_page *pg)
 {
-    if (pg->in_full) {
+    if (pg->in_full) { /* back in the queue; tfree may stay FULL (page.c) */
         pg->in_full = 0;
         queue_push_back(h, pg);
-        page_set_normal(pg, HEAP_TF_FULL);
     }
     if (pg->used != 0)
         return;
     /* Keep the current page of a one-slice class: a thread that frees its
      * last block often allocates the next one at once. */
-    if (pg == h->queue[pg->cls].first && pg->slices == 1)
+    if ((pg == h->cur[pg->cls] || pg == h->queue[pg->cls].first) && pg->slices == 1)
         return;
     if (page_notified(pg))
         return;

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# bench/malloc/run.sh - mote's allocator against glibc, tcmalloc, jemalloc
+# and mimalloc, every one through LD_PRELOAD on the same binaries, in one run.
+#
+#   bench/malloc/run.sh [--quick|--full] [--reps N] [--json PATH] [--csv PATH]
+#                       [--only mallocbench,xthread,freeidle]
+#
+#   mallocbench  random 16 B..4 KiB malloc/free per thread, 1, 2 and 8 threads
+#   xthread      producer/consumer, most frees on another thread (1 and 2 pairs)
+#   freeidle     4 threads allocate 2 GiB (--quick: 512 MiB) in mixed sizes,
+#                free it all, idle 3 s (1.5 s) while RSS is sampled every 100 ms
+#
+# Allocators alternate: repetition r starts with the r-th one.  Every run
+# prints one key=value line (bench= alloc= threads= mops= peak_rss= rep=, or
+# for freeidle t_ms= rss=), which bench/run.sh collects; then a summary:
+# medians (min/max) and mote's ratio to each peer.  --json writes the raw
+# runs and the medians, --csv the raw runs.
+# Environment: BENCH_BUILD_DIR (binaries and libmote-malloc.so built by
+# bench/run.sh), BENCH_MODE, BENCH_REPS.  Without BENCH_BUILD_DIR it builds
+# into build-malloc-bench/ itself.
+set -u -o pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+MODE=${BENCH_MODE:-quick}
+REPS=${BENCH_REPS:-3}
+JSON= CSV=
+ONLY=mallocbench,xthread,freeidle
+while [ $# -gt 0 ]; do
+    case $1 in
+    --quick) MODE=quick ;;
+    --full) MODE=full ;;
+    --reps) REPS=$2; shift ;;
+    --json) JSON=$(realpath -m "$2"); shift ;;
+    --csv) CSV=$(realpath -m "$2"); shift ;;
+    --only) ONLY=$2; shift ;;
+    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) echo "malloc/run.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+case $REPS in '' | *[!0-9]*) echo "malloc/run.sh: --reps needs a number" >&2; exit 2 ;; esac
+[ "$REPS" -ge 1 ] || REPS=1
+
+# ---- binaries ----------------------------------------------------------
+BIN= SO=
+if [ -n "${BENCH_BUILD_DIR:-}" ] && [ -x "$BENCH_BUILD_DIR/bench/malloc/mallocbench" ] &&
+    [ -f "$BENCH_BUILD_DIR/libmote-malloc.so" ]; then
+    BIN=$BENCH_BUILD_DIR/bench/malloc SO=$BENCH_BUILD_DIR/libmote-malloc.so
+else
+    B=$ROOT/build-malloc-bench
+    echo "# building libmote-malloc.so and the benchmarks in $B" >&2
+    cmake -S "$ROOT" -B "$B" -DCMAKE_BUILD_TYPE=Release -DMOTE_BUILD_TESTS=OFF >/dev/null ||
+        { echo "malloc/run.sh: cmake configure failed" >&2; exit 1; }
+    cmake --build "$B" -j2 --target mote-malloc >/dev/null ||
+        { echo "malloc/run.sh: building libmote-malloc.so failed" >&2; exit 1; }
+    mkdir -p "$B/bench/malloc"
+    for p in mallocbench xthread freeidle; do
+        cc -O2 -pthread -o "$B/bench/malloc/$p" "$ROOT/bench/malloc/$p.c" ||
+            { echo "malloc/run.sh: building $p failed" >&2; exit 1; }
+    done
+    BIN=$B/bench/malloc SO=$B/libmote-malloc.so
+fi
+
+# ---- allocators --------------------------------------------------------
+find_lib() { # package, file name
+    local f
+    for f in /usr/lib/x86_64-linux-gnu/$2 /usr/lib/$2; do
+        [ -f "$f" ] && { echo "$f"; return; }
+    done
+    dpkg -L "$1" 2>/dev/null | grep -m1 "/$2\$"
+}
+ALLOCS=(mote glibc)
+declare -A LIB=([mote]=$SO [glibc]=)
+for spec in tcmalloc:libtcmalloc-minimal4:libtcmalloc_minimal.so.4 \
+    jemalloc:libjemalloc2:libjemalloc.so.2 mimalloc:libmimalloc2.0:libmimalloc.so.2; do
+    IFS=: read -r name pkg file <<<"$spec"
+    lib=$(find_lib "$pkg" "$file")
+    if [ -n "$lib" ]; then
+        ALLOCS+=("$name")
+        LIB[$name]=$lib
+    else
+        echo "# $name: $file not found (apt-get install $pkg): left out" >&2
+    fi
+done
+
+if [ "$MODE" = full ]; then
+    MB_OPS=10000000 XT_BLOCKS=4000000 FI_MB=2048 FI_IDLE=3000
+else
+    MB_OPS=3000000 XT_BLOCKS=1500000 FI_MB=512 FI_IDLE=1500
+fi
+
+RAW=$(mktemp)
+trap 'rm -f "$RAW"' EXIT
+
+# Runs one program under one allocator; tags and prints its key=value lines.
+one() { # alloc rep program args...
+    local a=$1 rep=$2
+    shift 2
+    local out
+    out=$(env LD_PRELOAD="${LIB[$a]}" timeout --signal=KILL 300 "$@" 2>/dev/null)
+    local rc=$?
+    if [ $rc -ne 0 ]; then
+        echo "# $a: $* failed rc=$rc" >&2
+        return
+    fi
+    grep '=' <<<"$out" | sed "s/^/alloc=$a /; s/\$/ rep=$rep/" | tee -a "$RAW"
+}
+
+want() { case ",$ONLY," in *",$1,"*) return 0 ;; esac; return 1; }
+
+n=${#ALLOCS[@]}
+for ((rep = 1; rep <= REPS; rep++)); do
+    order=()
+    for ((i = 0; i < n; i++)); do order+=("${ALLOCS[$(((i + rep - 1) % n))]}"); done
+    echo "# repetition $rep/$REPS: ${order[*]}" >&2
+    for a in "${order[@]}"; do
+        if want mallocbench; then
+            for th in 1 2 8; do one "$a" "$rep" "$BIN/mallocbench" $th $((MB_OPS / th)); done
+        fi
+        if want xthread; then
+            for pairs in 1 2; do one "$a" "$rep" "$BIN/xthread" $pairs $((XT_BLOCKS / pairs)); done
+        fi
+        if want freeidle; then
+            one "$a" "$rep" "$BIN/freeidle" $FI_MB $FI_IDLE 4
+        fi
+    done
+done
+
+# ---- summary and machine-readable output --------------------------------
+python3 - "$RAW" "${JSON:-}" "${CSV:-}" "$MODE" "$REPS" <<'PY'
+import json, statistics, sys
+raw, jpath, cpath, mode, reps = sys.argv[1:6]
+rows = []
+for line in open(raw):
+    d = dict(t.split("=", 1) for t in line.split() if "=" in t)
+    rows.append(d)
+def f(x):
+    try: return float(x)
+    except (TypeError, ValueError): return None
+thr = {}   # (bench, threads) -> alloc -> {"mops": [], "peak": []}
+idle = {}  # alloc -> {"peak": [], "at1s": [], "last": [], "before": []}
+for d in rows:
+    a, b = d.get("alloc"), d.get("bench")
+    if b == "free-idle":
+        e = idle.setdefault(a, {"peak": [], "before": [], "samples": {}})
+        if "peak" in d:
+            e["peak"].append(f(d["peak"])); e["before"].append(f(d["rss_before"]))
+        elif "t_ms" in d:
+            e["samples"].setdefault(d["rep"], []).append((f(d["t_ms"]), f(d["rss"])))
+        continue
+    if "mops" in d:
+        e = thr.setdefault((b, int(d["threads"])), {}).setdefault(a, {"mops": [], "peak": []})
+        e["mops"].append(f(d["mops"])); e["peak"].append(f(d["peak_rss"]))
+def st(v):
+    v = [x for x in v if x is not None]
+    return (statistics.median(v), min(v), max(v)) if v else (None, None, None)
+MB = 1 << 20
+out = {"mode": mode, "reps": int(reps), "runs": rows, "throughput": [], "free_idle": []}
+print("\n-- allocator benchmarks (%s, %s repetitions; median (min-max); ratios: mote vs peer) --" % (mode, reps))
+for (b, th) in sorted(thr):
+    allocs = thr[(b, th)]
+    print("\n%s, %d threads" % (b, th))
+    print("  %-9s %26s %24s %10s %10s" % ("alloc", "Mops/s", "peak RSS MiB", "mote/x", "RSS x/mote"))
+    m = allocs.get("mote")
+    mm = st(m["mops"])[0] if m else None
+    mp = st(m["peak"])[0] if m else None
+    for a in ["mote", "glibc", "tcmalloc", "jemalloc", "mimalloc"]:
+        if a not in allocs: continue
+        s, p = st(allocs[a]["mops"]), st(allocs[a]["peak"])
+        r = "%.2fx" % (mm / s[0]) if mm and s[0] and a != "mote" else ""
+        rr = "%.2fx" % (p[0] / mp) if mp and p[0] and a != "mote" else ""
+        print("  %-9s %9.1f (%6.1f-%6.1f) %9.1f (%5.1f-%5.1f) %10s %10s" % (a, s[0], s[1], s[2], p[0] / MB, p[1] / MB, p[2] / MB, r, rr))
+        out["throughput"].append({"bench": b, "threads": th, "alloc": a, "mops_median": s[0], "mops_min": s[1],
+                                  "mops_max": s[2], "peak_rss_median": p[0], "peak_rss_min": p[1], "peak_rss_max": p[2],
+                                  "mote_ratio": (mm / s[0]) if mm and s[0] else None})
+if idle:
+    print("\nfree-then-idle: RSS after freeing everything, no further allocator call (MiB, median)")
+    print("  %-9s %10s %10s %8s %8s %8s %8s" % ("alloc", "peak", "at free", "0.5 s", "1 s", "2 s", "last"))
+    def at(pts, t):
+        c = [r for (tm, r) in sorted(pts) if tm <= t * 1000 + 50]
+        return c[-1] if c else None
+    for a in ["mote", "glibc", "tcmalloc", "jemalloc", "mimalloc"]:
+        if a not in idle: continue
+        e = idle[a]
+        reps_ = list(e["samples"].values())
+        v = {k: st([at(p, t) for p in reps_])[0] for k, t in (("0.5", 0.5), ("1", 1.0), ("2", 2.0))}
+        last = st([sorted(p)[-1][1] for p in reps_])[0]
+        pk, bf = st(e["peak"])[0], st(e["before"])[0]
+        fmt = lambda x: "%8.1f" % (x / MB) if x is not None else "       -"
+        print("  %-9s %10.1f %10.1f %s %s %s %s" % (a, pk / MB, bf / MB, fmt(v["0.5"]), fmt(v["1"]), fmt(v["2"]), fmt(last)))
+        out["free_idle"].append({"alloc": a, "peak": pk, "rss_at_free": bf, "rss_0_5s": v["0.5"], "rss_1s": v["1"],
+                                 "rss_2s": v["2"], "rss_last": last})
+if jpath:
+    json.dump(out, open(jpath, "w"), indent=1)
+    print("\n# wrote " + jpath)
+if cpath:
+    keys = ["bench", "alloc", "threads", "rep", "mops", "peak_rss", "secs", "t_ms", "rss", "peak", "rss_before"]
+    with open(cpath, "w") as fh:
+        fh.write(",".join(keys) + "\n")
+        for d in rows:
+            fh.write(",".join(d.get(k, "") for k in keys) + "\n")
+    print("# wrote " + cpath)
+PY
