@@ -299,9 +299,11 @@ void tcache_page_freed(heap_tcache *h, heap_page *pg)
     }
     if (pg->used != 0)
         return;
-    /* Keep the current page of a one-slice class: a thread that frees its
-     * last block often allocates the next one at once. */
-    if ((pg == h->cur[pg->cls] || pg == h->queue[pg->cls].first) && pg->slices == 1)
+    /* Keep the last page of a one-slice class: a thread that frees its
+     * last block often allocates the next one at once.  At most one empty
+     * page per class stays with a thread. */
+    heap_queue *q = &h->queue[pg->cls];
+    if (q->first == pg && q->last == pg && pg->slices == 1)
         return;
     if (page_notified(pg))
         return;
