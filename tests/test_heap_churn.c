@@ -62,6 +62,7 @@ int main(void)
     for (int i = 0; i < LEFT; i++)
         mote_free(atomic_exchange(&left[i], NULL));
     uint64_t inuse = 0;
+    mote_mem_release(); /* collects what exited threads' pages got back */
     CHECK_EQ(heap_metric("/heap/inuse:bytes", &inuse), 0);
     CHECK(inuse < 64 * 1024);
     /* the scavenger empties dead caches when their last blocks come back;

@@ -83,9 +83,8 @@ static inline void *heap_alloc_cls(unsigned cls)
     /* The next block of this class is often cold (freed long ago):
      * start loading it now, it is needed at the next malloc. */
     __builtin_prefetch(next, 1);
-    pg->used++;
+    page_used_add(pg, 1);
     b->cookie = 0;
-    HEAP_COUNT_INC(h->count[cls].nmalloc);
     return b;
 }
 
@@ -134,7 +133,7 @@ static heap_page *heap_page_of(const void *p, const char *what)
     uint8_t e = heap_segmap_get(idx);
     if (e >= 2) {
         heap_segment *seg = (heap_segment *)((idx - (e - 2u)) << HEAP_SEG_SHIFT);
-        if (seg->magic != HEAP_SEG_MAGIC || seg->pages[0].first != p || !seg->pages[0].used)
+        if (seg->magic != HEAP_SEG_MAGIC || seg->pages[0].first != p || !page_used(&seg->pages[0]))
             heap_invalid_free(p, what);
         return &seg->pages[0];
     }
@@ -146,7 +145,7 @@ static heap_page *heap_page_of(const void *p, const char *what)
         uint64_t off = u - (uintptr_t)pg->start;
         if (((off * pg->div_magic) >> 40) * pg->bsize != off)
             heap_invalid_free(p, what);
-    } else if (pg->first != p || pg->used != 1) {
+    } else if (pg->first != p || page_used(pg) != 1) {
         heap_invalid_free(p, what);
     }
     return pg;
@@ -174,16 +173,11 @@ static HEAP_NOINLINE void heap_free_slow(void *p)
         b->next = pg->free;
         b->cookie = u ^ heap_key;
         pg->free = b;
-        HEAP_COUNT_INC(h->count[pg->cls].nfree);
-        if (--pg->used == 0 || pg->in_full)
+        if (page_used_add(pg, -1) == 0 || pg->in_full)
             tcache_page_freed(h, pg);
         return;
     }
     b->cookie = u ^ heap_key;
-    if (h == &heap_tcache_empty)
-        atomic_fetch_add_explicit(&heap_orphan_nfree[pg->cls], 1, memory_order_relaxed);
-    else
-        HEAP_COUNT_INC(h->count[pg->cls].nfree);
     page_free_remote(pg, b);
 }
 
@@ -207,8 +201,7 @@ static inline void heap_free_inline(void *p)
         b->next = pg->free;
         b->cookie = u ^ heap_key;
         pg->free = b;
-        HEAP_COUNT_INC(h->count[pg->cls].nfree);
-        if (HEAP_UNLIKELY(--pg->used == 0 || pg->in_full)) {
+        if (HEAP_UNLIKELY(page_used_add(pg, -1) == 0 || pg->in_full)) {
             tcache_page_freed(h, pg);
             return;
         }

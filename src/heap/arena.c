@@ -27,6 +27,7 @@ _Atomic uint8_t heap_segmap[HEAP_SEGMAP_LEN];
 heap_lock heap_arena_lock = HEAP_LOCK_INIT;
 
 static heap_segment *arena_avail; /* segments with free slices */
+static heap_segment *arena_all;   /* every small segment */
 static uint32_t arena_nsegs_made;
 static int arena_transit; /* scavenger batches out of the lock */
 
@@ -155,12 +156,22 @@ static heap_segment *segment_new(void)
     ADD(st_released, HEAP_SEG_SIZE - HEAP_SLICE_SIZE);
     ADD(st_segments, 1);
     avail_push(seg);
+    seg->all_next = arena_all;
+    if (arena_all)
+        arena_all->all_prev = seg;
+    arena_all = seg;
     return seg;
 }
 
 static void segment_unmap(heap_segment *seg)
 {
     avail_remove(seg);
+    if (seg->all_prev)
+        seg->all_prev->all_next = seg->all_next;
+    else
+        arena_all = seg->all_next;
+    if (seg->all_next)
+        seg->all_next->all_prev = seg->all_prev;
     heap_segmap_set((uintptr_t)seg >> HEAP_SEG_SHIFT, 0);
     SUB(st_mapped, HEAP_SEG_SIZE);
     SUB(st_released, HEAP_SEG_SIZE - HEAP_SLICE_SIZE);
@@ -240,7 +251,7 @@ void *arena_large_alloc(size_t size, size_t align)
         return NULL;
     }
     pg->kind = HEAP_PAGE_LARGE;
-    pg->used = 1;
+    page_used_set(pg, 1);
     pg->zeroed = zero;
     uintptr_t a = align > 16 ? align : 16;
     pg->first = (uint8_t *)(((uintptr_t)pg->start + a - 1) & ~(a - 1));
@@ -254,7 +265,7 @@ void arena_large_free(heap_page *pg)
 {
     heap_lock_acquire(&heap_arena_lock);
     SUB(st_large_inuse, pg->usable);
-    pg->used = 0;
+    page_used_set(pg, 0);
     arena_page_free(pg);
     heap_lock_release(&heap_arena_lock);
     scavenger_ensure();
@@ -291,7 +302,7 @@ void *arena_huge_alloc(size_t size, size_t align)
     seg->map_base = base;
     heap_page *pg = &seg->pages[0];
     pg->kind = HEAP_PAGE_HUGE;
-    pg->used = 1;
+    page_used_set(pg, 1);
     pg->zeroed = 1;
     pg->start = base;
     pg->first = base + hdr;
@@ -307,9 +318,9 @@ void arena_huge_free(heap_segment *seg, const void *p)
 {
     heap_page *pg = &seg->pages[0];
     if (seg->magic != HEAP_SEG_MAGIC || seg->kind != HEAP_SEG_HUGE || pg->first != p ||
-        pg->used != 1)
+        page_used(pg) != 1)
         heap_invalid_free(p, "free");
-    pg->used = 0;
+    page_used_set(pg, 0);
     heap_segmap_set((uintptr_t)p >> HEAP_SEG_SHIFT, 0);
     SUB(st_mapped, seg->map_size);
     SUB(st_huge_inuse, pg->usable);
@@ -392,6 +403,31 @@ long arena_scavenge(uint32_t decay_ms, bool may_idle)
     }
     heap_lock_release(&heap_arena_lock);
     return more ? 0 : next;
+}
+
+void arena_small_usage(heap_small_usage *u)
+{
+    memset(u, 0, sizeof *u);
+    heap_lock_acquire(&heap_arena_lock);
+    for (heap_segment *seg = arena_all; seg; seg = seg->all_next) {
+        uint64_t inpage = ~seg->free_mask & ~1ULL;
+        while (inpage) {
+            unsigned i = (unsigned)__builtin_ctzll(inpage);
+            heap_page *pg = seg->map[i];
+            if (pg && pg == &seg->pages[i]) {
+                if (pg->kind == HEAP_PAGE_SMALL) {
+                    uint32_t n = page_used(pg);
+                    u->blocks[pg->cls] += n;
+                    u->bytes[pg->cls] += (uint64_t)n * pg->bsize;
+                    u->pages[pg->cls]++;
+                }
+                inpage &= ~(pg->slices >= 64 ? ~0ULL : (((1ULL << pg->slices) - 1) << i));
+            } else {
+                inpage &= inpage - 1; /* in transit to the OS, or inside a page */
+            }
+        }
+    }
+    heap_lock_release(&heap_arena_lock);
 }
 
 void arena_stats(heap_arena_stats *st)

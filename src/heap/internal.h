@@ -79,7 +79,9 @@ struct heap_tcache;
 typedef struct __attribute__((aligned(128))) heap_page {
     /* ---- owner-only ---- */
     heap_block *free;   /* blocks ready to hand out */
-    uint32_t used;      /* blocks out (includes remote frees not collected) */
+    _Atomic uint32_t used; /* blocks out (includes remote frees not collected);
+                              written by the owner only, without RMW: use
+                              page_used*() so metrics may read it */
     uint32_t capacity;  /* blocks carved so far */
     uint32_t reserved;  /* blocks that fit */
     uint8_t cls;        /* size class, 0 for large/huge */
@@ -105,7 +107,8 @@ typedef struct heap_segment {
     uint32_t index;    /* creation order, for stats */
     uint32_t in_avail; /* on the arena's list of segments with free slices */
     uint32_t pad_;
-    struct heap_segment *next, *prev; /* arena's segment list */
+    struct heap_segment *next, *prev; /* arena_avail list */
+    struct heap_segment *all_next, *all_prev; /* every small segment */
     uint64_t free_mask;  /* slices not in any page */
     uint64_t dirty_mask; /* free slices that may be resident */
     size_t map_size;     /* huge: length of the whole mapping */
@@ -121,15 +124,8 @@ typedef struct heap_queue {
     heap_page *first, *last;
 } heap_queue;
 
-/* Per-class counters: written by one thread with relaxed load+store (no
- * atomic RMW), read by anyone. */
-typedef struct heap_count {
-    _Atomic uint64_t nmalloc, nfree;
-} heap_count;
-
 typedef struct heap_tcache {
     heap_page *cur[HEAP_NCLS]; /* == queue[c].first, or &heap_page_empty */
-    heap_count count[HEAP_NCLS];
     heap_queue queue[HEAP_NCLS];
     _Atomic(heap_page *) remote; /* pages notified by remote frees */
     _Atomic int dead;            /* 1 while in the pool (thread exited) */
@@ -137,6 +133,21 @@ typedef struct heap_tcache {
     struct heap_tcache *all_next;  /* every cache ever made (immortal) */
     uint32_t id;
 } heap_tcache;
+
+static inline uint32_t page_used(const heap_page *pg)
+{
+    return atomic_load_explicit(&pg->used, memory_order_relaxed);
+}
+static inline void page_used_set(heap_page *pg, uint32_t v)
+{
+    atomic_store_explicit(&pg->used, v, memory_order_relaxed);
+}
+static inline uint32_t page_used_add(heap_page *pg, int32_t d)
+{
+    uint32_t v = page_used(pg) + (uint32_t)d;
+    page_used_set(pg, v);
+    return v;
+}
 
 /* ---- globals ---- */
 /* Atomic bytes: a unit is unmapped by one thread and mapped again by
@@ -211,6 +222,12 @@ uint64_t arena_committed(void);
 void arena_fork_prepare(void);
 void arena_fork_parent(void);
 void arena_fork_child(void);
+/* Live blocks and bytes per class, pages per class, from a walk of every
+ * segment under the arena lock. */
+typedef struct heap_small_usage {
+    uint64_t blocks[HEAP_NCLS], bytes[HEAP_NCLS], pages[HEAP_NCLS];
+} heap_small_usage;
+void arena_small_usage(heap_small_usage *u);
 typedef struct heap_arena_stats {
     uint64_t mapped, released, large_inuse, huge_inuse, segments, huge_count,
         decommits, released_total;
@@ -240,7 +257,6 @@ void tcache_fork_prepare(void);
 void tcache_fork_parent(void);
 void tcache_fork_child(void);
 heap_tcache *tcache_all(void);
-extern _Atomic uint64_t heap_orphan_nfree[HEAP_NCLS];
 
 /* ---- scavenger.c ---- */
 void scavenger_ensure(void);
@@ -263,10 +279,5 @@ void heap_release_all(void);
 
 /* ---- stats.c ---- */
 void stats_print_at_exit(void);
-
-/* Relaxed counter bump by the counter's only writer. */
-#define HEAP_COUNT_INC(c) \
-    atomic_store_explicit(&(c), atomic_load_explicit(&(c), memory_order_relaxed) + 1, \
-                          memory_order_relaxed)
 
 #endif

@@ -17,6 +17,7 @@
 
 #define TF_PTR(t) ((heap_block *)((t) & ~HEAP_TF_STATE))
 
+/* Arena lock held (metrics read kind/cls/bsize under it); carve after. */
 void page_init_small(heap_page *pg, heap_tcache *owner, unsigned cls)
 {
     uint32_t bsize = sizeclass_size[cls];
@@ -28,7 +29,6 @@ void page_init_small(heap_page *pg, heap_tcache *owner, unsigned cls)
     pg->first = pg->start;
     pg->owner = owner;
     atomic_store_explicit(&pg->tfree, 0, memory_order_relaxed);
-    page_extend(pg);
 }
 
 /* Carves about HEAP_CARVE_BYTES more blocks onto the free list. */
@@ -67,7 +67,7 @@ void page_collect(heap_page *pg)
     }
     tail->next = pg->free;
     pg->free = head;
-    pg->used -= n;
+    page_used_add(pg, -(int32_t)n);
 }
 
 /* May the owner take pg (no free block) out of its queue?  NORMAL with no

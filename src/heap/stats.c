@@ -3,8 +3,10 @@
  * and the table MOTE_MALLOC_STATS prints at exit.  Reads only atomics and
  * immortal caches, so it is safe from any thread without a lock; figures
  * are a consistent-enough snapshot, not an atomic one.
- *   inuse    bytes in blocks handed out (small: per-class counts x class
- *            size; large and huge: their usable size)
+ *   inuse    bytes in blocks handed out (small: blocks out of their pages
+ *            x class size, from a walk of the segments under the arena
+ *            lock, where a block freed by another thread counts until its
+ *            owner collects it; large and huge: their usable size)
  *   mapped   address space mapped for the heap (segments + huge blocks)
  *   released free slices returned to the OS or never touched
  *   free     mapped - inuse - released: held by mote, possibly resident
@@ -18,7 +20,7 @@
 #include "heap/internal.h"
 
 typedef struct stats_snap {
-    uint64_t nmalloc[HEAP_NCLS], nfree[HEAP_NCLS];
+    heap_small_usage u;
     uint64_t inuse, mapped, released, free, caches;
     heap_arena_stats a;
 } stats_snap;
@@ -26,20 +28,14 @@ typedef struct stats_snap {
 static void stats_take(stats_snap *s)
 {
     memset(s, 0, sizeof *s);
-    for (heap_tcache *h = tcache_all(); h; h = h->all_next) {
+    for (heap_tcache *h = tcache_all(); h; h = h->all_next)
         s->caches++;
-        for (unsigned c = 1; c < HEAP_NCLS; c++) {
-            s->nmalloc[c] += atomic_load_explicit(&h->count[c].nmalloc, memory_order_relaxed);
-            s->nfree[c] += atomic_load_explicit(&h->count[c].nfree, memory_order_relaxed);
-        }
-    }
-    int64_t small = 0;
-    for (unsigned c = 1; c < HEAP_NCLS; c++) {
-        s->nfree[c] += atomic_load_explicit(&heap_orphan_nfree[c], memory_order_relaxed);
-        small += ((int64_t)s->nmalloc[c] - (int64_t)s->nfree[c]) * (int64_t)sizeclass_size[c];
-    }
+    arena_small_usage(&s->u);
+    uint64_t small = 0;
+    for (unsigned c = 1; c < HEAP_NCLS; c++)
+        small += s->u.bytes[c];
     arena_stats(&s->a);
-    s->inuse = (small > 0 ? (uint64_t)small : 0) + s->a.large_inuse + s->a.huge_inuse;
+    s->inuse = small + s->a.large_inuse + s->a.huge_inuse;
     s->mapped = s->a.mapped;
     s->released = s->a.released < s->mapped ? s->a.released : s->mapped;
     uint64_t held = s->mapped - s->released;
@@ -112,24 +108,24 @@ void stats_print_at_exit(void)
             (unsigned long long)heap_cfg.limit);
         bool first = true;
         for (unsigned c = 1; c < HEAP_NCLS; c++) {
-            if (!s.nmalloc[c])
+            if (!s.u.pages[c])
                 continue;
-            OUT("%s{\"size\":%u,\"mallocs\":%llu,\"frees\":%llu}", first ? "" : ",",
-                sizeclass_size[c], (unsigned long long)s.nmalloc[c],
-                (unsigned long long)s.nfree[c]);
+            OUT("%s{\"size\":%u,\"pages\":%llu,\"live\":%llu,\"live_bytes\":%llu}",
+                first ? "" : ",", sizeclass_size[c], (unsigned long long)s.u.pages[c],
+                (unsigned long long)s.u.blocks[c], (unsigned long long)s.u.bytes[c]);
             first = false;
         }
         OUT("]}\n");
     } else {
         OUT("mote malloc stats (pid %d)\n", (int)getpid());
-        OUT("%10s %14s %14s %14s %14s\n", "class", "mallocs", "frees", "live", "live bytes");
+        OUT("%10s %10s %14s %14s %8s\n", "class", "pages", "live blocks", "live bytes", "used%");
         for (unsigned c = 1; c < HEAP_NCLS; c++) {
-            if (!s.nmalloc[c])
+            if (!s.u.pages[c])
                 continue;
-            uint64_t live = s.nmalloc[c] > s.nfree[c] ? s.nmalloc[c] - s.nfree[c] : 0;
-            OUT("%10u %14llu %14llu %14llu %14llu\n", sizeclass_size[c],
-                (unsigned long long)s.nmalloc[c], (unsigned long long)s.nfree[c],
-                (unsigned long long)live, (unsigned long long)(live * sizeclass_size[c]));
+            uint64_t cap = s.u.pages[c] * sizeclass_slices[c] * HEAP_SLICE_SIZE;
+            OUT("%10u %10llu %14llu %14llu %7.1f%%\n", sizeclass_size[c],
+                (unsigned long long)s.u.pages[c], (unsigned long long)s.u.blocks[c],
+                (unsigned long long)s.u.bytes[c], cap ? 100.0 * (double)s.u.bytes[c] / (double)cap : 0.0);
         }
         OUT("%-22s %14llu\n", "large+huge inuse bytes",
             (unsigned long long)(s.a.large_inuse + s.a.huge_inuse));

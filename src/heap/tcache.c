@@ -28,7 +28,6 @@
 heap_page heap_page_empty;
 heap_tcache heap_tcache_empty = {.cur = {[0 ... HEAP_NCLS - 1] = &heap_page_empty}};
 __thread heap_tcache *heap_tls __attribute__((tls_model("initial-exec"))) = &heap_tcache_empty;
-_Atomic uint64_t heap_orphan_nfree[HEAP_NCLS];
 
 static heap_lock pool_lock = HEAP_LOCK_INIT;
 static heap_tcache *pool;                 /* dead caches, under pool_lock */
@@ -168,7 +167,7 @@ static void tcache_cleanup(heap_tcache *h, bool park)
         while (pg) {
             heap_page *next = pg->next;
             page_collect(pg);
-            if (pg->used == 0 && !page_notified(pg)) {
+            if (page_used(pg) == 0 && !page_notified(pg)) {
                 queue_remove(h, pg);
                 pg->next = to_free;
                 to_free = pg;
@@ -257,10 +256,12 @@ static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
     bool zero;
     heap_lock_acquire(&heap_arena_lock);
     pg = arena_page_alloc(sizeclass_slices[cls], &zero);
+    if (pg)
+        page_init_small(pg, h, cls);
     heap_lock_release(&heap_arena_lock);
     if (!pg)
         return NULL;
-    page_init_small(pg, h, cls);
+    page_extend(pg);
     queue_push_front(h, pg);
     return pg;
 }
@@ -284,9 +285,8 @@ void *tcache_alloc_slow(heap_tcache *h, unsigned cls)
     }
     heap_block *b = pg->free;
     pg->free = b->next;
-    pg->used++;
+    page_used_add(pg, 1);
     b->cookie = 0;
-    HEAP_COUNT_INC(h->count[cls].nmalloc);
     return b;
 }
 
@@ -297,7 +297,7 @@ void tcache_page_freed(heap_tcache *h, heap_page *pg)
         pg->in_full = 0;
         queue_push_back(h, pg);
     }
-    if (pg->used != 0)
+    if (page_used(pg) != 0)
         return;
     /* Keep the last page of a one-slice class: a thread that frees its
      * last block often allocates the next one at once.  At most one empty
