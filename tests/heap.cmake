@@ -16,6 +16,8 @@ if(TARGET test_heap_preload)
   target_compile_options(heap_dso PRIVATE -fno-builtin)
   add_dependencies(test_heap_preload mote-malloc heap_dso)
   target_link_libraries(test_heap_preload PRIVATE ${CMAKE_DL_LIBS})
+  # the inner checks call malloc & co. for their errors: no elision
+  target_compile_options(test_heap_preload PRIVATE -fno-builtin)
   target_compile_definitions(test_heap_preload PRIVATE
     MOTE_MALLOC_SO="$<TARGET_FILE:mote-malloc>" HEAP_DSO="$<TARGET_FILE:heap_dso>")
   foreach(prog python3 sqlite3 git cmake)

@@ -48,6 +48,7 @@ static void *thread_alloc(void *arg)
 }
 
 static volatile size_t big = SIZE_MAX; /* opaque to the compiler's checks */
+static volatile size_t odd_align24 = 24, odd_align48 = 48;
 
 static int inner(void)
 {
@@ -70,11 +71,11 @@ static int inner(void)
     CHECK(q && (uintptr_t)q % 4096 == 0);
     free(q);
     errno = 0;
-    CHECK(aligned_alloc(24, 10) == NULL && errno == EINVAL);
+    CHECK(aligned_alloc(odd_align24, 10) == NULL && errno == EINVAL);
     q = aligned_alloc(64, 100);
     CHECK(q && (uintptr_t)q % 64 == 0);
     free_aligned_sized(q, 64, 100);
-    q = memalign(48, 10); /* rounded up to 64, like glibc */
+    q = memalign(odd_align48, 10); /* rounded up to 64, like glibc */
     CHECK(q && (uintptr_t)q % 64 == 0);
     free(q);
     q = valloc(10);
