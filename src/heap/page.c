@@ -15,7 +15,11 @@
  */
 #include "heap/internal.h"
 
-#define TF_PTR(t) ((heap_block *)((t) & ~HEAP_TF_STATE))
+/* tfree = block pointer | count of blocks on the stack << 48 | state: the
+ * owner takes the whole stack with its length, without walking it. */
+#define TF_COUNT_SHIFT 48
+#define TF_PTR(t) ((heap_block *)((t) & ((1UL << TF_COUNT_SHIFT) - 1) & ~HEAP_TF_STATE))
+#define TF_COUNT(t) ((uint32_t)((t) >> TF_COUNT_SHIFT))
 
 /* Arena lock held (metrics read kind/cls/bsize under it); carve after. */
 void page_init_small(heap_page *pg, heap_tcache *owner, unsigned cls)
@@ -59,15 +63,15 @@ void page_collect(heap_page *pg)
     while (!atomic_compare_exchange_weak_explicit(&pg->tfree, &t, t & HEAP_TF_STATE,
                                                   memory_order_acquire, memory_order_relaxed))
         ;
-    heap_block *head = TF_PTR(t), *tail = head;
-    uint32_t n = 1;
-    while (tail->next) {
-        tail = tail->next;
-        n++;
+    heap_block *head = TF_PTR(t);
+    if (pg->free) { /* rare: append (the usual caller has an empty list) */
+        heap_block *tail = head;
+        while (tail->next)
+            tail = tail->next;
+        tail->next = pg->free;
     }
-    tail->next = pg->free;
     pg->free = head;
-    page_used_add(pg, -(int32_t)n);
+    page_used_add(pg, -(int32_t)TF_COUNT(t));
 }
 
 /* May the owner take pg (no free block) out of its queue?  NORMAL with no
@@ -103,7 +107,8 @@ void page_free_remote(heap_page *pg, heap_block *b)
     do {
         b->next = TF_PTR(t);
         uintptr_t st = t & HEAP_TF_STATE;
-        nt = (uintptr_t)b | (st == HEAP_TF_FULL ? HEAP_TF_NOTIFIED : st);
+        nt = (uintptr_t)b | ((uintptr_t)(TF_COUNT(t) + 1) << TF_COUNT_SHIFT) |
+             (st == HEAP_TF_FULL ? HEAP_TF_NOTIFIED : st);
     } while (!atomic_compare_exchange_weak_explicit(&pg->tfree, &t, nt, memory_order_acq_rel,
                                                     memory_order_relaxed));
     if ((t & HEAP_TF_STATE) != HEAP_TF_FULL)
