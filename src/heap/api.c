@@ -71,18 +71,15 @@ HEAP_COLD void heap_init_slow(void)
 
 /* ---- allocation ---- */
 
-static inline void *heap_alloc_cls(unsigned cls)
+static inline void *heap_alloc_cls(unsigned cls, size_t n)
 {
     heap_tcache *h = heap_tls;
     heap_page *pg = h->cur[cls];
     heap_block *b = pg->free;
     if (HEAP_UNLIKELY(!b))
-        return tcache_alloc_slow(h, cls);
+        return tcache_alloc_slow(h, cls, n);
     heap_block *next = b->next;
     pg->free = next;
-    /* The next block of this class is often cold (freed long ago):
-     * start loading it now, it is needed at the next malloc. */
-    __builtin_prefetch(next, 1);
     page_used_add(pg, 1);
     b->cookie = 0;
     return b;
@@ -112,7 +109,7 @@ static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero)
 static inline void *heap_malloc_inline(size_t n)
 {
     if (HEAP_LIKELY(n <= HEAP_SMALL_MAX))
-        return heap_alloc_cls(sizeclass_of(n));
+        return heap_alloc_cls(sizeclass_of(n), n);
     return heap_alloc_big(n, 0, NULL);
 }
 
@@ -235,7 +232,7 @@ void *heap_calloc(size_t n, size_t size)
         return NULL;
     }
     if (total <= HEAP_SMALL_MAX) {
-        void *p = heap_alloc_cls(sizeclass_of(total));
+        void *p = heap_alloc_cls(sizeclass_of(total), total);
         if (p)
             memset(p, 0, total);
         return p;
@@ -251,6 +248,7 @@ void *heap_memalign(size_t align, size_t n)
 {
     if (align <= 16)
         return heap_malloc_inline(n);
+    heap_ensure_init(); /* the class tables below */
     if (n <= HEAP_SMALL_MAX && align <= HEAP_SLICE_SIZE) {
         /* A block is aligned to every power of two dividing its class size,
          * because pages start on a slice boundary. */
@@ -258,7 +256,7 @@ void *heap_memalign(size_t align, size_t n)
         while (c < HEAP_NCLS && sizeclass_size[c] % align)
             c++;
         if (c < HEAP_NCLS)
-            return heap_alloc_cls(c);
+            return heap_alloc_cls(c, sizeclass_size[c]);
     }
     return heap_alloc_big(n, align, NULL);
 }

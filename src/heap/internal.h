@@ -170,13 +170,23 @@ extern __thread heap_tcache *heap_tls __attribute__((tls_model("initial-exec")))
 extern uint32_t sizeclass_size[HEAP_NCLS];
 void sizeclass_init(void);
 extern uint8_t sizeclass_slices[HEAP_NCLS];
-static inline unsigned sizeclass_of(size_t n)
+/* Class of every size up to 8 KiB in 16-byte steps (classes are multiples
+ * of 16, so ceil(n/16) decides): one load on the fast path. */
+#define HEAP_CLS_TABLE_MAX 8192
+extern uint8_t sizeclass_table[HEAP_CLS_TABLE_MAX / 16 + 1];
+static inline unsigned sizeclass_of_slow(size_t n)
 {
     if (n <= 128)
         return n <= 16 ? 1 : (unsigned)((n + 15) >> 4);
     size_t m = n - 1;
     unsigned b = 63u - (unsigned)__builtin_clzl(m);
     return 8u + (b - 7u) * 4u + (unsigned)((m >> (b - 2)) & 3u) + 1u;
+}
+static inline unsigned sizeclass_of(size_t n)
+{
+    if (HEAP_LIKELY(n <= HEAP_CLS_TABLE_MAX))
+        return sizeclass_table[(n + 15) >> 4];
+    return sizeclass_of_slow(n);
 }
 
 /* ---- os.c ---- */
@@ -248,7 +258,8 @@ void page_set_normal(heap_page *pg, uintptr_t from_state);
 void page_free_remote(heap_page *pg, heap_block *b);
 
 /* ---- tcache.c ---- */
-void *tcache_alloc_slow(heap_tcache *h, unsigned cls);
+/* n: the request, to find its class when cls is 0 (before init). */
+void *tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n);
 void tcache_page_freed(heap_tcache *h, heap_page *pg);
 void tcache_release_own(void);
 void tcache_collect_dead(void);

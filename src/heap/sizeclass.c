@@ -11,6 +11,10 @@
 
 uint32_t sizeclass_size[HEAP_NCLS];
 uint8_t sizeclass_slices[HEAP_NCLS];
+/* Filled by sizeclass_init; entry 0 (malloc(0)) and 1 are class 1.  Until
+ * init every entry is 0: class 0's current page is always empty, so the
+ * first malloc goes to the slow path, which initialises. */
+uint8_t sizeclass_table[HEAP_CLS_TABLE_MAX / 16 + 1];
 
 void sizeclass_init(void)
 {
@@ -20,6 +24,8 @@ void sizeclass_init(void)
     for (uint32_t base = 128; base < HEAP_SMALL_MAX; base *= 2)
         for (uint32_t j = 1; j <= 4; j++)
             sizeclass_size[c++] = base + j * (base / 4);
+    for (size_t i = 0; i <= HEAP_CLS_TABLE_MAX / 16; i++)
+        sizeclass_table[i] = (uint8_t)sizeclass_of_slow(i * 16);
     for (c = 1; c < HEAP_NCLS; c++) {
         uint32_t s = sizeclass_size[c];
         if (s <= 8192) {

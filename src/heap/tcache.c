@@ -266,7 +266,7 @@ static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
     return pg;
 }
 
-void *tcache_alloc_slow(heap_tcache *h, unsigned cls)
+void *tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n)
 {
     if (h == &heap_tcache_empty) {
         heap_ensure_init();
@@ -276,6 +276,8 @@ void *tcache_alloc_slow(heap_tcache *h, unsigned cls)
             return NULL;
         }
     }
+    if (HEAP_UNLIKELY(cls == 0)) /* the class table was not filled yet */
+        cls = sizeclass_of(n);
     if (atomic_load_explicit(&h->remote, memory_order_relaxed))
         tcache_drain_remote(h);
     heap_page *pg = tcache_find_page(h, cls);
