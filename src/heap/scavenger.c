@@ -17,7 +17,9 @@
 
 uint64_t scavenger_gen; /* arena lock */
 int scavenger_idle;     /* arena lock */
-static _Atomic int scav_state; /* 0 not started, 1 running or starting */
+static _Atomic int scav_state; /* 0 not started, 1 running or starting,
+                                  2 could not start: scavenge inline */
+static _Atomic uint32_t scav_inline_last; /* ms, state 2 */
 static _Atomic int scav_seq;   /* futex word: bumped to wake the thread */
 static _Atomic int scav_dead;  /* dead caches have notified pages */
 
@@ -39,7 +41,7 @@ void scavenger_note_dirty(void)
 void scavenger_kick(void)
 {
     atomic_store_explicit(&scav_dead, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&scav_state, memory_order_acquire))
+    if (atomic_load_explicit(&scav_state, memory_order_acquire) == 1)
         scavenger_wake();
     else
         scavenger_ensure();
@@ -64,10 +66,30 @@ static void *scavenger_main(void *arg)
     return NULL;
 }
 
+/* No thread (pthread_create failed: thread limit, seccomp...): the frees
+ * that give pages back do the scavenger's work, at most once per period. */
+static void scavenger_inline(void)
+{
+    uint32_t now = heap_now_ms(), last = atomic_load_explicit(&scav_inline_last, memory_order_relaxed);
+    uint32_t period = heap_cfg.decay_ms > 10 ? heap_cfg.decay_ms / 2 : 5;
+    if (now - last < period || !atomic_compare_exchange_strong_explicit(
+                                   &scav_inline_last, &last, now, memory_order_relaxed,
+                                   memory_order_relaxed))
+        return;
+    if (atomic_exchange_explicit(&scav_dead, 0, memory_order_seq_cst))
+        tcache_collect_dead();
+    arena_scavenge(heap_cfg.decay_ms, false);
+}
+
 void scavenger_ensure(void)
 {
-    if (HEAP_LIKELY(atomic_load_explicit(&scav_state, memory_order_relaxed)))
+    int st = atomic_load_explicit(&scav_state, memory_order_relaxed);
+    if (HEAP_LIKELY(st == 1))
         return;
+    if (st == 2) {
+        scavenger_inline();
+        return;
+    }
     int z = 0;
     if (!atomic_compare_exchange_strong_explicit(&scav_state, &z, 1, memory_order_acq_rel,
                                                  memory_order_relaxed))
@@ -83,8 +105,11 @@ void scavenger_ensure(void)
     int r = pthread_create(&t, &attr, scavenger_main, NULL);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (r != 0)
-        atomic_store_explicit(&scav_state, 0, memory_order_release); /* retry later */
+    if (r != 0) {
+        heap_write_err("mote: cannot start the heap scavenger thread; free pages are "
+                       "returned on later frees instead\n");
+        atomic_store_explicit(&scav_state, 2, memory_order_release);
+    }
 }
 
 #if defined(__SANITIZE_THREAD__)
