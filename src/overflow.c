@@ -50,7 +50,7 @@ static void overflow_handler(int sig, siginfo_t *si, void *uc)
     size_t size;
     if (stack_guard_hit((uintptr_t)si->si_addr, &owner, &size) && owner) {
         const task *t = owner;
-        char msg[256], nbuf[32], *p = msg, *end = msg + sizeof msg - 1;
+        char msg[256], nbuf[128], *p = msg, *end = msg + sizeof msg - 1;
         p = overflow_put(p, end, "mote: task ");
         p = overflow_putu(p, end, t->id);
         p = overflow_put(p, end, " (");

@@ -696,7 +696,7 @@ API uint64_t mote_id(void)
 API const char *mote_name(void)
 {
     task *t = sched_self();
-    static __thread char buf[32];
+    static __thread char buf[128];
     return t ? task_display_name(t, buf, sizeof buf) : NULL;
 }
 
@@ -741,7 +741,7 @@ static void sched_report_deadlock(void)
     fprintf(stderr, "mote: all tasks are asleep - deadlock!\n");
     for (int i = 0; i < rt.nworkers; i++) {
         for (task *t = rt.w[i].all; t; t = t->all_next) {
-            char buf[32];
+            char buf[128];
             const char *why = t->wait_why ? t->wait_why : "running";
             fprintf(stderr, "  task %llu (%s) [%s", (unsigned long long)t->id,
                     task_display_name(t, buf, sizeof buf), why);

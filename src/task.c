@@ -6,7 +6,8 @@
  */
 #include "task.h"
 
-#include <dlfcn.h>
+#include "symbol.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,9 +38,8 @@ const char *task_display_name(const task *t, char *buf, size_t len)
 {
     if (t->name)
         return t->name;
-    Dl_info info;
-    if (dladdr((void *)(uintptr_t)t->fn, &info) && info.dli_sname)
-        return info.dli_sname;
+    if (symbol_name((void *)(uintptr_t)t->fn, buf, len))
+        return buf;
     snprintf(buf, len, "%p", (void *)(uintptr_t)t->fn);
     return buf;
 }

@@ -16,8 +16,7 @@ static int __attribute__((noinline)) recurse(int n)
     return recurse(n - 1) + pad[0];
 }
 
-void deep_recursion(void *arg); /* exported: its name shows in the message */
-void deep_recursion(void *arg)
+static void deep_recursion(void *arg) /* static: named from .symtab */
 {
     (void)arg;
     recurse(1 << 20);
