@@ -38,6 +38,7 @@
 #include "overflow.h"
 #include "sanfiber.h"
 #include "spin.h"
+#include "symbol.h"
 #include "task.h"
 #include "trim.h"
 
@@ -736,11 +737,42 @@ API int mote_sleep(int64_t ns)
 
 /* ---- deadlock report ------------------------------------------------------------ */
 
+/* Walks a parked task's frame-pointer chain from its saved context,
+ * staying inside its stack, and prints the functions it is in.  Frames of
+ * code built without frame pointers end the walk early. */
+static void sched_backtrace(const task *t)
+{
+    const uint64_t *f = t->ctx.sp; /* see arch_ctx_init for the layout */
+    uintptr_t lo = t->stack.lo, hi = t->stack.top;
+    uintptr_t fp = f[6], ret = f[7];
+    bool inside_mote = true;
+    for (int depth = 0; depth < 24 && ret; depth++) {
+        char name[128];
+        if (!symbol_name((void *)(ret - 1), name, sizeof name))
+            snprintf(name, sizeof name, "%p", (void *)ret);
+        /* the scheduler's own frames say nothing the [why] does not */
+        if (!(inside_mote && !strncmp(name, "sched_", 6)))
+            fprintf(stderr, "      %s\n", name);
+        inside_mote = false;
+        if (fp < lo || fp + 16 > hi || (fp & 7))
+            break;
+        uintptr_t next = ((const uint64_t *)fp)[0];
+        ret = ((const uint64_t *)fp)[1];
+        if (next <= fp)
+            break;
+        fp = next;
+    }
+}
+
 static void sched_report_deadlock(void)
 {
+    enum { TRACED = 32, LISTED = 1000 };
+    uint64_t n = 0;
     fprintf(stderr, "mote: all tasks are asleep - deadlock!\n");
     for (int i = 0; i < rt.nworkers; i++) {
-        for (task *t = rt.w[i].all; t; t = t->all_next) {
+        for (task *t = rt.w[i].all; t; t = t->all_next, n++) {
+            if (n >= LISTED)
+                continue;
             char buf[128];
             const char *why = t->wait_why ? t->wait_why : "running";
             fprintf(stderr, "  task %llu (%s) [%s", (unsigned long long)t->id,
@@ -748,8 +780,13 @@ static void sched_report_deadlock(void)
             if (t->wait_obj)
                 fprintf(stderr, " %p", t->wait_obj);
             fprintf(stderr, "] on worker %d\n", i);
+            if (n < TRACED)
+                sched_backtrace(t);
         }
     }
+    if (n > LISTED)
+        fprintf(stderr, "  ... and %llu more tasks\n",
+                (unsigned long long)(n - LISTED));
     fflush(stderr);
 }
 
