@@ -38,6 +38,23 @@ static void main_unnamed(void *arg)
     mote_sleep(5LL * 1000000000);
 }
 
+static void main_fallback(void *arg)
+{
+    (void)arg;
+    uint64_t madv = 1;
+    CHECK_EQ(mote_metric("/stacks/guard-madvise:bool", &madv), 0);
+    CHECK_EQ(madv, 0);
+    main_named(NULL);
+}
+
+static void run_fallback(void *arg)
+{
+    (void)arg;
+    setenv("MOTE_FORCE_MPROTECT_GUARD", "1", 1);
+    mote_run(main_fallback, NULL);
+    _exit(3);
+}
+
 static void run_main(void *fn)
 {
     mote_run((mote_fn)fn, NULL);
@@ -93,6 +110,12 @@ int main(void)
     fprintf(stderr, "[child said] %s", buf);
     CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
     CHECK(strstr(buf, "(deep_recursion) overflowed its 16 KiB stack") != NULL);
+
+    /* the mprotect fallback of kernels without MADV_GUARD_INSTALL */
+    st = test_fork_capture(run_fallback, NULL, buf, sizeof buf);
+    fprintf(stderr, "[child said] %s", buf);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+    CHECK(strstr(buf, " (handle_conn) overflowed its 64 KiB stack") != NULL);
 
     st = test_fork_capture(run_with_handler, NULL, buf, sizeof buf);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 42);
