@@ -84,9 +84,9 @@ for spec in tcmalloc:libtcmalloc-minimal4:libtcmalloc_minimal.so.4 \
 done
 
 if [ "$MODE" = full ]; then
-    MB_OPS=10000000 XT_BLOCKS=4000000 FI_MB=2048 FI_IDLE=3000
+    MB_OPS=40000000 XT_BLOCKS=8000000 FI_MB=2048 FI_IDLE=3000
 else
-    MB_OPS=3000000 XT_BLOCKS=1500000 FI_MB=512 FI_IDLE=1500
+    MB_OPS=12000000 XT_BLOCKS=3000000 FI_MB=512 FI_IDLE=1500
 fi
 
 RAW=$(mktemp)
