@@ -170,9 +170,9 @@ static void sync_mutex_lock_slow(mote_mutex *m, task *self)
         sched_prepare_wait("mutex lock", m);
         spin_unlock(&m->lock);
         if (sched_park() == SYNC_WAKE_HANDOFF) {
-            /* The unlocker kept SYNC_LOCKED set for us; its release (the
-             * ready hand-off) orders its critical section before ours. */
-            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            /* The unlocker kept SYNC_LOCKED set for us; the ready hand-off
+             * (release by the waker, acquire by our worker) orders its
+             * critical section before ours: no fence needed. */
             sync_set_owner(m, self);
             return;
         }

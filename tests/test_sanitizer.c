@@ -3,6 +3,7 @@
  * reported with the task's frames (mote tells ASan about every stack
  * switch); under ThreadSanitizer a real data race between tasks on two
  * workers is reported.  Skipped (77) in a build without either. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -47,22 +48,49 @@ static void main_asan(void *arg)
 }
 
 static int shared_counter; /* deliberately unsynchronised */
-static atomic_int racers_done;
-static void racer(void *arg)
+static pthread_t first_thread;
+static atomic_int first_ready, stop_racing, found_other;
+
+/* The first racer keeps writing, in bursts, until told to stop. */
+static void racer_a(void *arg)
 {
     (void)arg;
-    for (int i = 0; i < 1000; i++)
-        shared_counter++;
-    atomic_fetch_add(&racers_done, 1);
+    first_thread = pthread_self();
+    atomic_store(&first_ready, 1);
+    while (!atomic_load(&stop_racing)) {
+        for (int i = 0; i < 1000; i++)
+            shared_counter++;
+        mote_sleep(100000);
+    }
+}
+
+/* Later racers write only when they run on the other worker: tasks on one
+ * worker take turns, which TSan rightly sees as ordered. */
+static void racer_b(void *arg)
+{
+    (void)arg;
+    if (pthread_equal(first_thread, pthread_self()))
+        return;
+    atomic_store(&found_other, 1);
+    for (int round = 0; round < 20; round++) {
+        for (int i = 0; i < 1000; i++)
+            shared_counter++;
+        mote_sleep(100000);
+    }
 }
 
 static void main_tsan(void *arg)
 {
     (void)arg;
-    CHECK_EQ(mote_go(racer, NULL), 0);
-    CHECK_EQ(mote_go(racer, NULL), 0);
-    while (atomic_load(&racers_done) < 2)
+    CHECK_EQ(mote_go(racer_a, NULL), 0);
+    while (!atomic_load(&first_ready))
+        mote_sleep(100000);
+    for (int i = 0; i < 1000 && !atomic_load(&found_other); i++) {
+        CHECK_EQ(mote_go(racer_b, NULL), 0);
         mote_sleep(1000000);
+    }
+    mote_sleep(10 * 1000000);
+    atomic_store(&stop_racing, 1);
 }
 
 static void child(void *fn)
