@@ -45,7 +45,8 @@ typedef struct trim_state {
     uint64_t hist[TRIM_NBUCKET]; /* live tasks by last high water */
     size_t nbatch;
     struct iovec batch[TRIM_BATCH];
-    unsigned char vec[4096];
+    task *ready[TRIM_BATCH];      /* matured candidates, trimmed together */
+    unsigned char vec[64 * 1024]; /* mincore answers: 256 MiB of stack */
 } trim_state;
 
 void trim_init(trim_state *s, int mode);
