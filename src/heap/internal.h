@@ -75,31 +75,36 @@ typedef struct heap_block {
 struct heap_tcache;
 
 /* 128-byte aligned: descriptors of pages owned by different threads sit
- * side by side in a segment header and must not share cache lines. */
+ * side by side in a segment header and must not share cache lines.  Fields
+ * are "owner-only" unless marked: see the file comment. */
 typedef struct __attribute__((aligned(128))) heap_page {
-    /* ---- owner-only ---- */
-    heap_block *free;   /* blocks ready to hand out */
+    /* ---- first cache line: everything the fast paths touch ---- */
+    heap_block *free;   /* blocks ready to hand out (owner) */
     _Atomic uint32_t used; /* blocks out (includes remote frees not collected);
                               written by the owner only, without RMW: use
                               page_used*() so metrics may read it */
-    uint32_t capacity;  /* blocks carved so far */
-    uint32_t reserved;  /* blocks that fit */
-    uint8_t cls;        /* size class, 0 for large/huge */
-    uint8_t kind;       /* HEAP_PAGE_* */
-    uint8_t in_full;    /* 1 while out of its class queue */
-    uint8_t zeroed;     /* large/huge: the block is known to be zero */
-    uint32_t slices;    /* length of the run */
     uint32_t bsize;     /* block size (small pages) */
     uint64_t div_magic; /* ceil(2^40 / bsize): offset -> block index */
     uint8_t *start;     /* first byte of the run */
+    struct heap_tcache *owner; /* set before the page's first block is handed
+                                  out; read by remote frees */
+    uint8_t cls;        /* size class, 0 for large/huge */
+    uint8_t kind;       /* HEAP_PAGE_* */
+    uint8_t in_full;    /* 1 while out of its class queue (owner) */
+    uint8_t zeroed;     /* large/huge: the block is known to be zero */
+    uint32_t slices;    /* length of the run */
+    uint32_t capacity;  /* blocks carved so far (owner) */
+    uint32_t reserved;  /* blocks that fit */
+    /* ---- second line: slow-path fields and the remote-free stack, which
+     * other threads write: kept off the owner's fast-path line ---- */
     uint8_t *first;     /* large/huge: the block handed out */
     size_t usable;      /* large/huge: usable bytes from first */
-    struct heap_page *next, *prev; /* class queue */
+    struct heap_page *next, *prev; /* class queue (owner) */
     struct heap_page *remote_next; /* on owner->remote */
-    /* ---- remote-visible ---- */
-    struct heap_tcache *owner; /* set before the page's first block is handed out */
-    _Atomic uintptr_t tfree;   /* remote-freed blocks | HEAP_TF_* state */
+    _Atomic uintptr_t tfree;       /* remote-freed blocks | count | HEAP_TF_* */
 } heap_page;
+_Static_assert(__builtin_offsetof(heap_page, reserved) < 64, "fast-path fields fit one line");
+_Static_assert(__builtin_offsetof(heap_page, tfree) >= 64, "tfree off the fast-path line");
 
 typedef struct heap_segment {
     uint64_t magic;
