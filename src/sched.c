@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "heap/heap.h"
 #include "os/os.h"
 #include "overflow.h"
 #include "sanfiber.h"
@@ -842,6 +843,8 @@ API int mote_run(mote_fn main_fn, void *arg)
                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         return -EBUSY;
     int r = config_load(&rt.cfg);
+    if (r == 0)
+        r = heap_check_env(); /* the allocator's own variables, read at its start */
     if (r) {
         __atomic_store_n(&rt.state, 0, __ATOMIC_RELEASE);
         return r;

@@ -150,20 +150,32 @@ static bool stack_take_cold(int cls, uintptr_t *top)
 
 /* Carves a never-used slot.  Its memory is not touched here: the first
  * page fault belongs to the worker that runs the task, not the spawner. */
-static int stack_fresh(int cls, uintptr_t *top)
+static int stack_fresh(int cls, stack_cache *cache, uintptr_t *top)
 {
-    stack_class *k = &stack_classes[cls];
-    spin_lock(&k->lock);
-    if (k->bump == k->bump_end) {
-        int r = stack_grow(cls, k);
-        if (r) {
-            spin_unlock(&k->lock);
-            return r;
+    size_t slot = stack_slot_bytes(cls);
+    if (cache->carve[cls] == cache->carve_end[cls]) {
+        /* Each worker carves a run of neighbouring slots, so workers fault
+         * in stacks under different page-table pages instead of fighting
+         * over the same page-table lock. */
+        stack_class *k = &stack_classes[cls];
+        spin_lock(&k->lock);
+        if (k->bump == k->bump_end) {
+            int r = stack_grow(cls, k);
+            if (r) {
+                spin_unlock(&k->lock);
+                return r;
+            }
         }
+        size_t n = (k->bump_end - k->bump) / slot;
+        if (n > STACK_CARVE_RUN)
+            n = STACK_CARVE_RUN;
+        cache->carve[cls] = k->bump;
+        cache->carve_end[cls] = k->bump + n * slot;
+        k->bump += n * slot;
+        spin_unlock(&k->lock);
     }
-    uintptr_t base = k->bump;
-    k->bump += stack_slot_bytes(cls);
-    spin_unlock(&k->lock);
+    uintptr_t base = cache->carve[cls];
+    cache->carve[cls] += slot;
     int r = os_guard((void *)base, STACK_GUARD);
     if (r)
         return r; /* the slot stays unused: an address-space leak only */
@@ -183,7 +195,7 @@ int stack_acquire(int cls, stack_cache *cache, stack_slot *out)
         if (cache->count[cls] < cache->low[cls])
             cache->low[cls] = cache->count[cls];
     } else if (!stack_take_cold(cls, &top)) {
-        int r = stack_fresh(cls, &top);
+        int r = stack_fresh(cls, cache, &top);
         if (r)
             return r;
     }

@@ -22,6 +22,7 @@
 #define STACK_MAX ((size_t)1 << 30)
 #define STACK_NCLASS 18 /* 8 KiB << 0 .. 1 GiB */
 #define STACK_CACHE_MAX 128
+#define STACK_CARVE_RUN 32 /* fresh slots a worker takes from a chunk at once */
 
 typedef struct stack_slot {
     uintptr_t lo;  /* lowest usable byte (just above the guard) */
@@ -36,6 +37,7 @@ typedef struct stack_cache {
     uint32_t count[STACK_NCLASS];
     uint32_t low[STACK_NCLASS];   /* fewest held since the last decay */
     int64_t in_use;               /* slots this worker handed out, net */
+    uintptr_t carve[STACK_NCLASS], carve_end[STACK_NCLASS]; /* fresh slots */
 } stack_cache;
 
 /* The class for a requested size, or -EINVAL when out of range. */

@@ -10,7 +10,8 @@ static int ran;
 static void note(void *arg) { (void)arg; ran = 1; }
 
 static const char *vars[] = {"MOTE_WORKERS", "MOTE_STACK_SIZE",
-                             "MOTE_STACK_TRIM", "MOTE_MEMLIMIT"};
+                             "MOTE_STACK_TRIM", "MOTE_MEMLIMIT",
+                             "MOTE_MALLOC_DECAY_MS"};
 
 static void try_env(void *arg)
 {
@@ -45,8 +46,38 @@ static void expect(const char *var, const char *val, int valid)
     }
 }
 
-int main(void)
+/* Runs this program again with var=val in its environment from the start
+ * (the allocator reads its variables once, at its first use). */
+static char self_path[4096];
+static void exec_child(void *arg)
 {
+    const char **kv = arg;
+    setenv(kv[0], kv[1], 1);
+    execl(self_path, self_path, "--child", (char *)NULL);
+    _exit(40);
+}
+
+static void expect_exec(const char *var, const char *val, int valid)
+{
+    const char *kv[2] = {var, val};
+    char buf[1024];
+    int st = test_fork_capture(exec_child, kv, buf, sizeof buf);
+    CHECK(WIFEXITED(st));
+    CHECK_EQ(WEXITSTATUS(st), valid ? 20 : 10);
+    if (!valid)
+        CHECK(strstr(buf, "mote") && strstr(buf, var) && strstr(buf, val));
+}
+
+int main(int argc, char **argv)
+{
+    ssize_t n = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
+    CHECK(n > 0);
+    self_path[n] = 0;
+    if (argc > 1 && !strcmp(argv[1], "--child")) {
+        ran = 0;
+        int r = mote_run(note, NULL);
+        _exit(r == -EINVAL && !ran ? 10 : r == 0 && ran ? 20 : 30);
+    }
     const char *bad_workers[] = {"", "0", "-1", "abc", "2x", "1025", "99999999999"};
     for (size_t i = 0; i < sizeof bad_workers / sizeof *bad_workers; i++)
         expect("MOTE_WORKERS", bad_workers[i], 0);
@@ -69,6 +100,9 @@ int main(void)
     expect("MOTE_MEMLIMIT", "0", 0);
     expect("MOTE_MEMLIMIT", "lots", 0);
     expect("MOTE_MEMLIMIT", "2G", 1);
+    /* the allocator's variables are read when it starts: before main */
+    expect_exec("MOTE_MALLOC_DECAY_MS", "soon", 0);
+    expect_exec("MOTE_MALLOC_DECAY_MS", "250", 1);
     TEST_PASS("test_config");
     return 0;
 }
