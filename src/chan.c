@@ -60,15 +60,10 @@ MOTE_API mote_chan *mote_chan_make(size_t elem_size, size_t capacity)
     return c;
 }
 
-MOTE_API int mote_chan_send(mote_chan *c, const void *elem)
+/* With c locked: completes a send that can proceed now and unlocks c,
+ * returning 0 or MOTE_ECLOSED; or returns -EAGAIN with c still locked. */
+static int chan_send_locked(mote_chan *c, const void *elem)
 {
-    if (!chan_valid(c) || (elem == NULL && c->elem_size != 0))
-        return -EINVAL;
-    task *self = sched_self();
-    if (!self)
-        return -EPERM;
-
-    spin_lock(&c->lock);
     if (c->closed) {
         spin_unlock(&c->lock);
         return MOTE_ECLOSED;
@@ -87,6 +82,49 @@ MOTE_API int mote_chan_send(mote_chan *c, const void *elem)
         spin_unlock(&c->lock);
         return 0;
     }
+    return -EAGAIN;
+}
+
+/* With c locked: completes a receive that can proceed now and unlocks c,
+ * returning 0 or MOTE_ECLOSED (elem zeroed); or returns -EAGAIN with c
+ * still locked. */
+static int chan_recv_locked(mote_chan *c, void *elem)
+{
+    chan_waiter *s = chan_waitq_claim(&c->sendq);
+    if (s) {
+        chan_recv_from_sender(c, s, elem);
+        int v = chan_wake_value(s);
+        task *t = s->t;
+        spin_unlock(&c->lock);
+        sched_ready(t, v);
+        return 0;
+    }
+    if (c->count > 0) {
+        chan_buf_take(c, elem);
+        spin_unlock(&c->lock);
+        return 0;
+    }
+    if (c->closed) {
+        spin_unlock(&c->lock);
+        if (elem)
+            memset(elem, 0, c->elem_size);
+        return MOTE_ECLOSED;
+    }
+    return -EAGAIN;
+}
+
+MOTE_API int mote_chan_send(mote_chan *c, const void *elem)
+{
+    if (!chan_valid(c) || (elem == NULL && c->elem_size != 0))
+        return -EINVAL;
+    task *self = sched_self();
+    if (!self)
+        return -EPERM;
+
+    spin_lock(&c->lock);
+    int r = chan_send_locked(c, elem);
+    if (r != -EAGAIN)
+        return r;
     chan_waiter w;
     w.t = self;
     w.elem = (void *)elem; /* only read, by the receiver that claims us */
@@ -108,26 +146,9 @@ MOTE_API int mote_chan_recv(mote_chan *c, void *elem)
         return -EPERM;
 
     spin_lock(&c->lock);
-    chan_waiter *s = chan_waitq_claim(&c->sendq);
-    if (s) {
-        chan_recv_from_sender(c, s, elem);
-        int v = chan_wake_value(s);
-        task *t = s->t;
-        spin_unlock(&c->lock);
-        sched_ready(t, v);
-        return 0;
-    }
-    if (c->count > 0) {
-        chan_buf_take(c, elem);
-        spin_unlock(&c->lock);
-        return 0;
-    }
-    if (c->closed) {
-        spin_unlock(&c->lock);
-        if (elem)
-            memset(elem, 0, c->elem_size);
-        return MOTE_ECLOSED;
-    }
+    int r = chan_recv_locked(c, elem);
+    if (r != -EAGAIN)
+        return r;
     chan_waiter w;
     w.t = self;
     w.elem = elem;
@@ -138,7 +159,7 @@ MOTE_API int mote_chan_recv(mote_chan *c, void *elem)
     chan_waitq_push(&c->recvq, &w);
     size_t esize = c->elem_size;
     spin_unlock(&c->lock);
-    int r = sched_park();
+    r = sched_park();
     if (r == MOTE_ECLOSED && elem)
         memset(elem, 0, esize);
     return r;
@@ -149,26 +170,10 @@ MOTE_API int mote_chan_trysend(mote_chan *c, const void *elem)
     if (!chan_valid(c) || (elem == NULL && c->elem_size != 0))
         return -EINVAL;
     spin_lock(&c->lock);
-    if (c->closed) {
+    int r = chan_send_locked(c, elem);
+    if (r == -EAGAIN)
         spin_unlock(&c->lock);
-        return MOTE_ECLOSED;
-    }
-    chan_waiter *r = chan_waitq_claim(&c->recvq);
-    if (r) {
-        chan_send_to_receiver(c, r, elem);
-        int v = chan_wake_value(r);
-        task *t = r->t;
-        spin_unlock(&c->lock);
-        sched_ready(t, v);
-        return 0;
-    }
-    if (c->count < c->cap) {
-        chan_buf_put(c, elem);
-        spin_unlock(&c->lock);
-        return 0;
-    }
-    spin_unlock(&c->lock);
-    return -EAGAIN;
+    return r;
 }
 
 MOTE_API int mote_chan_tryrecv(mote_chan *c, void *elem)
@@ -176,28 +181,10 @@ MOTE_API int mote_chan_tryrecv(mote_chan *c, void *elem)
     if (!chan_valid(c))
         return -EINVAL;
     spin_lock(&c->lock);
-    chan_waiter *s = chan_waitq_claim(&c->sendq);
-    if (s) {
-        chan_recv_from_sender(c, s, elem);
-        int v = chan_wake_value(s);
-        task *t = s->t;
+    int r = chan_recv_locked(c, elem);
+    if (r == -EAGAIN)
         spin_unlock(&c->lock);
-        sched_ready(t, v);
-        return 0;
-    }
-    if (c->count > 0) {
-        chan_buf_take(c, elem);
-        spin_unlock(&c->lock);
-        return 0;
-    }
-    int closed = c->closed;
-    spin_unlock(&c->lock);
-    if (closed) {
-        if (elem)
-            memset(elem, 0, c->elem_size);
-        return MOTE_ECLOSED;
-    }
-    return -EAGAIN;
+    return r;
 }
 
 MOTE_API int mote_chan_close(mote_chan *c)

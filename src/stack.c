@@ -204,22 +204,35 @@ int stack_acquire(int cls, stack_cache *cache, stack_slot *out)
     return 0;
 }
 
+/* Detaches the slots of cache's class cls after its keep most recently
+ * used ones; returns them as a list (0 when there are none). */
+static uintptr_t stack_cache_cut(stack_cache *cache, int cls, uint32_t keep)
+{
+    if (cache->count[cls] <= keep)
+        return 0;
+    uintptr_t cut;
+    if (keep) {
+        uintptr_t prev = cache->head[cls];
+        for (uint32_t i = 1; i < keep; i++)
+            prev = STACK_LINK(prev);
+        cut = STACK_LINK(prev);
+        STACK_LINK(prev) = 0;
+    } else {
+        cut = cache->head[cls];
+        cache->head[cls] = 0;
+    }
+    __atomic_store_n(&cache->count[cls], keep, __ATOMIC_RELAXED);
+    if (cache->low[cls] > keep)
+        cache->low[cls] = keep;
+    return cut;
+}
+
 /* Moves all but the keep most recently used slots of cache to the class. */
 static void stack_spill(int cls, stack_cache *cache, unsigned keep)
 {
-    if (cache->count[cls] <= keep)
+    uintptr_t moved = stack_cache_cut(cache, cls, keep);
+    if (!moved)
         return;
-    uintptr_t moved;
-    if (keep) {
-        uintptr_t prev = cache->head[cls];
-        for (unsigned i = 1; i < keep; i++)
-            prev = STACK_LINK(prev);
-        moved = STACK_LINK(prev);
-        STACK_LINK(prev) = 0;
-    } else {
-        moved = cache->head[cls];
-        cache->head[cls] = 0;
-    }
     uintptr_t last = moved;
     uint64_t n = 1;
     while (STACK_LINK(last)) {
@@ -232,9 +245,6 @@ static void stack_spill(int cls, stack_cache *cache, unsigned keep)
     k->free_head = moved;
     __atomic_store_n(&k->free_count, k->free_count + n, __ATOMIC_RELAXED);
     spin_unlock(&k->lock);
-    __atomic_store_n(&cache->count[cls], keep, __ATOMIC_RELAXED);
-    if (cache->low[cls] > keep)
-        cache->low[cls] = keep;
 }
 
 size_t stack_cache_take_lru(stack_cache *cache, int cls, size_t n,
@@ -243,25 +253,9 @@ size_t stack_cache_take_lru(stack_cache *cache, int cls, size_t n,
     uint32_t count = cache->count[cls];
     if (n > count)
         n = count;
-    if (!n)
-        return 0;
-    uint32_t keep = count - (uint32_t)n;
-    uintptr_t t;
-    if (keep) {
-        uintptr_t prev = cache->head[cls];
-        for (uint32_t i = 1; i < keep; i++)
-            prev = STACK_LINK(prev);
-        t = STACK_LINK(prev);
-        STACK_LINK(prev) = 0;
-    } else {
-        t = cache->head[cls];
-        cache->head[cls] = 0;
-    }
+    uintptr_t t = stack_cache_cut(cache, cls, count - (uint32_t)n);
     for (size_t i = 0; i < n; i++, t = STACK_LINK(t))
         tops[i] = t;
-    __atomic_store_n(&cache->count[cls], keep, __ATOMIC_RELAXED);
-    if (cache->low[cls] > keep)
-        cache->low[cls] = keep;
     return n;
 }
 
