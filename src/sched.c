@@ -258,7 +258,7 @@ static void task_entry(void *arg);
  * again (nothing is lost) and the worker backs off. */
 static bool sched_adopt(worker *w, task *t)
 {
-    int r = stack_acquire(t->stack.cls, &w->stacks, &t->stack);
+    int r = stack_acquire(stack_cls(&t->stack), &w->stacks, &t->stack);
     if (__builtin_expect(r != 0, 0)) {
         if (!w->starved_since)
             fprintf(stderr, "mote: no memory for the stack of a new task (%s); "
@@ -286,9 +286,9 @@ static bool sched_adopt(worker *w, task *t)
     }
     stack_set_owner(&t->stack, t);
     trim_on_start(&w->trim, t);
-    arch_ctx_init(&t->ctx, (void *)(t->stack.top - STACK_TOP_RESERVED),
+    arch_ctx_init(&t->ctx, (void *)(stack_top(&t->stack) - STACK_TOP_RESERVED),
                   task_entry, t);
-    sanfiber_create(&t->san, (void *)t->stack.lo, t->stack.top - t->stack.lo);
+    sanfiber_create(&t->san, (void *)stack_lo(&t->stack), stack_top(&t->stack) - stack_lo(&t->stack));
     COUNT(&w->n_started, 1);
     return true;
 }
@@ -744,7 +744,7 @@ API int mote_sleep(int64_t ns)
 static void sched_backtrace(const task *t)
 {
     const uint64_t *f = t->ctx.sp; /* see arch_ctx_init for the layout */
-    uintptr_t lo = t->stack.lo, hi = t->stack.top;
+    uintptr_t lo = stack_lo(&t->stack), hi = stack_top(&t->stack);
     uintptr_t fp = f[6], ret = f[7];
     bool inside_mote = true;
     for (int depth = 0; depth < 24 && ret; depth++) {

@@ -62,11 +62,6 @@ int stack_class_of(size_t size)
     return c;
 }
 
-size_t stack_class_size(int cls)
-{
-    return (size_t)STACK_MIN << cls;
-}
-
 static size_t stack_slot_bytes(int cls)
 {
     return stack_class_size(cls) + STACK_GUARD;
@@ -103,13 +98,11 @@ static int stack_grow(int cls, stack_class *k)
 
 static void stack_fill(int cls, uintptr_t top, stack_slot *out)
 {
-    out->top = top;
-    out->lo = top - stack_class_size(cls);
-    out->cls = (uint8_t)cls;
+    out->word = top | (uintptr_t)cls;
 #ifdef STACK_ASAN
     /* A task that was discarded or exited mid-frame leaves poisoned
      * redzones behind; the next owner must start clean. */
-    __asan_unpoison_memory_region((void *)out->lo, stack_class_size(cls));
+    __asan_unpoison_memory_region((void *)stack_lo(out), stack_class_size(cls));
 #endif
 }
 
@@ -307,9 +300,10 @@ uint64_t stack_pooled_global(void)
 
 void stack_release(const stack_slot *s, stack_cache *cache)
 {
-    int cls = s->cls;
-    STACK_LINK(s->top) = cache->head[cls];
-    cache->head[cls] = s->top;
+    int cls = stack_cls(s);
+    uintptr_t top = stack_top(s);
+    STACK_LINK(top) = cache->head[cls];
+    cache->head[cls] = top;
     __atomic_store_n(&cache->count[cls], cache->count[cls] + 1, __ATOMIC_RELAXED);
     __atomic_store_n(&cache->in_use, cache->in_use - 1, __ATOMIC_RELAXED);
     if (cache->count[cls] > STACK_CACHE_MAX)

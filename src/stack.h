@@ -24,10 +24,10 @@
 #define STACK_CACHE_MAX 128
 #define STACK_CARVE_RUN 32 /* fresh slots a worker takes from a chunk at once */
 
+/* A slot is named by its top (one past its highest byte, page aligned)
+ * with its class in the low bits: 8 bytes in every task descriptor. */
 typedef struct stack_slot {
-    uintptr_t lo;  /* lowest usable byte (just above the guard) */
-    uintptr_t top; /* one past the highest byte of the slot */
-    uint8_t cls;
+    uintptr_t word;
 } stack_slot;
 
 /* A worker's private pool of free slots, per class, most recently used
@@ -42,7 +42,33 @@ typedef struct stack_cache {
 
 /* The class for a requested size, or -EINVAL when out of range. */
 int stack_class_of(size_t size);
-size_t stack_class_size(int cls);
+
+static inline size_t stack_class_size(int cls)
+{
+    return (size_t)STACK_MIN << cls;
+}
+
+static inline uintptr_t stack_top(const stack_slot *s)
+{
+    return s->word & ~(uintptr_t)0xfff;
+}
+
+static inline int stack_cls(const stack_slot *s)
+{
+    return (int)(s->word & 0xfff);
+}
+
+/* Lowest usable byte, just above the guard. */
+static inline uintptr_t stack_lo(const stack_slot *s)
+{
+    return stack_top(s) - stack_class_size(stack_cls(s));
+}
+
+/* A slot of class cls not yet placed (a task that has not run). */
+static inline stack_slot stack_unplaced(int cls)
+{
+    return (stack_slot){(uintptr_t)cls};
+}
 
 /* Takes a slot of class cls, from cache first.  0 or -ENOMEM. */
 int stack_acquire(int cls, stack_cache *cache, stack_slot *out);
@@ -54,7 +80,7 @@ void stack_cache_drain(stack_cache *cache);
 /* Records the owner of a slot (read by the overflow handler). */
 static inline void stack_set_owner(const stack_slot *s, void *owner)
 {
-    ((void **)s->top)[-1] = owner;
+    ((void **)stack_top(s))[-1] = owner;
 }
 
 /* Async-signal-safe: if addr is in some slot's guard, its owner pointer

@@ -18,7 +18,7 @@ int task_create(mote_fn fn, void *arg, const char *name, int cls, task **out)
     if (!t)
         return -ENOMEM;
     memset(t, 0, sizeof *t);
-    t->stack.cls = (uint8_t)cls;
+    t->stack = stack_unplaced(cls);
     t->fn = fn;
     t->arg = arg;
     t->name = name;

@@ -30,7 +30,7 @@ enum task_wait { TASK_RUNNING = 0, TASK_WAITING = 1, TASK_CLAIMED = 2 };
 
 struct worker;
 
-struct task {
+struct task { /* ordered to pack: 152 bytes in a plain build */
     arch_ctx ctx;
     task *next;             /* run queue, fresh queue or inbox link */
     struct worker *worker;  /* owner, from the first run on */
@@ -39,21 +39,21 @@ struct task {
     const char *wait_why;
     const void *wait_obj;
     int64_t deadline;       /* timer, when timer_idx != TIMER_NONE */
-    uint32_t timer_idx;
-    bool started;
-    bool is_main;              /* its return ends the run */
     uint64_t id;
     mote_fn fn;
     void *arg;
     const char *name;
     stack_slot stack;
-    task *all_prev, *all_next; /* the worker's list of started tasks */
+    task *all_prev, *all_next;   /* the worker's list of started tasks */
     task *trim_prev, *trim_next; /* the worker's trim candidates */
-    int64_t parked_at;         /* coarse clock at the last park */
+    int64_t parked_at;           /* coarse clock at the last park */
+    uint32_t timer_idx;
+    bool started;
+    bool is_main;                /* its return ends the run */
     bool trim_queued;
-    bool hw_sample;            /* started on a trimmed stack: measure it */
-    int8_t hw_bucket;          /* last measured high water, -1 unknown */
-    sanfiber_ctx san;          /* sanitizer and valgrind stack state */
+    bool hw_sample;              /* started on a trimmed stack: measure it */
+    int8_t hw_bucket;            /* last measured high water, -1 unknown */
+    sanfiber_ctx san;            /* sanitizer and valgrind stack state */
 };
 
 /* Allocates a task that will run on a stack of class cls.  0 or -ENOMEM. */

@@ -141,14 +141,14 @@ static size_t trim_resident(trim_state *s, uintptr_t lo, uintptr_t hi,
 static uintptr_t trim_keep(const task *t)
 {
     uintptr_t keep = (uintptr_t)t->ctx.sp & ~(uintptr_t)(OS_PAGE - 1);
-    return keep > t->stack.lo ? keep : t->stack.lo;
+    return keep > stack_lo(&t->stack) ? keep : stack_lo(&t->stack);
 }
 
 /* Gives back what t has resident in [lo, keep), given the residency of its
  * pages in vec (one byte per page from lo), and records its high water. */
 static void trim_apply(trim_state *s, task *t, const unsigned char *vec)
 {
-    uintptr_t lo = t->stack.lo, keep = trim_keep(t), low = keep;
+    uintptr_t lo = stack_lo(&t->stack), keep = trim_keep(t), low = keep;
     size_t n = 0, pages = (keep - lo) / OS_PAGE;
     for (size_t i = 0; i < pages; i++)
         if (vec[i] & 1) {
@@ -160,24 +160,24 @@ static void trim_apply(trim_state *s, task *t, const unsigned char *vec)
         trim_queue_range(s, low, keep);
         __atomic_store_n(&s->trimmed, s->trimmed + n * OS_PAGE, __ATOMIC_RELAXED);
     }
-    trim_set_bucket(s, t, trim_bucket(t->stack.top - low));
+    trim_set_bucket(s, t, trim_bucket(stack_top(&t->stack) - low));
 }
 
 /* Trims one parked task down to the page holding its saved stack pointer. */
 static void trim_task(trim_state *s, task *t)
 {
     uintptr_t keep = trim_keep(t), low;
-    size_t n = trim_resident(s, t->stack.lo, keep, &low);
+    size_t n = trim_resident(s, stack_lo(&t->stack), keep, &low);
     if (n) {
         trim_queue_range(s, low, keep);
         __atomic_store_n(&s->trimmed, s->trimmed + n * OS_PAGE, __ATOMIC_RELAXED);
     }
-    trim_set_bucket(s, t, trim_bucket(t->stack.top - low));
+    trim_set_bucket(s, t, trim_bucket(stack_top(&t->stack) - low));
 }
 
 static int trim_by_addr(const void *a, const void *b)
 {
-    uintptr_t x = (*(task *const *)a)->stack.lo, y = (*(task *const *)b)->stack.lo;
+    uintptr_t x = stack_lo(&(*(task *const *)a)->stack), y = stack_lo(&(*(task *const *)b)->stack);
     return x < y ? -1 : x > y;
 }
 
@@ -190,14 +190,14 @@ static void trim_ready(trim_state *s, size_t n)
     task **v = s->ready;
     qsort(v, n, sizeof *v, trim_by_addr);
     for (size_t i = 0; i < n;) {
-        uintptr_t lo = v[i]->stack.lo, hi = trim_keep(v[i]);
+        uintptr_t lo = stack_lo(&v[i]->stack), hi = trim_keep(v[i]);
         size_t j = i + 1;
         while (j < n && trim_keep(v[j]) - lo <= sizeof s->vec * OS_PAGE &&
-               v[j]->stack.lo - hi <= 64 * OS_PAGE)
+               stack_lo(&v[j]->stack) - hi <= 64 * OS_PAGE)
             hi = trim_keep(v[j++]);
         if (j - i > 1 && mincore((void *)lo, hi - lo, s->vec) == 0) {
             for (size_t k = i; k < j; k++)
-                trim_apply(s, v[k], s->vec + (v[k]->stack.lo - lo) / OS_PAGE);
+                trim_apply(s, v[k], s->vec + (stack_lo(&v[k]->stack) - lo) / OS_PAGE);
         } else { /* a lone task, or a gap between chunks: one at a time */
             for (size_t k = i; k < j; k++)
                 trim_task(s, v[k]);
@@ -213,9 +213,9 @@ void trim_on_start(trim_state *s, task *t)
     if (s->delay >= 0 && ++s->starts % TRIM_SAMPLE_EVERY == 0) {
         /* A pooled stack carries the residency of its earlier users; start
          * this one from its top page so its exit shows its own depth. */
-        uintptr_t keep = t->stack.top - OS_PAGE;
+        uintptr_t keep = stack_top(&t->stack) - OS_PAGE;
         uintptr_t low;
-        size_t n = trim_resident(s, t->stack.lo, keep, &low);
+        size_t n = trim_resident(s, stack_lo(&t->stack), keep, &low);
         if (n) {
             os_decommit((void *)low, keep - low);
             __atomic_store_n(&s->trimmed, s->trimmed + n * OS_PAGE, __ATOMIC_RELAXED);
@@ -232,8 +232,8 @@ void trim_on_exit(trim_state *s, task *t)
         s->next = s->next_decay; /* its stack joins the pool: decay it */
     if (t->hw_sample) {
         uintptr_t low;
-        trim_resident(s, t->stack.lo, t->stack.top, &low);
-        uint64_t depth = t->stack.top - low;
+        trim_resident(s, stack_lo(&t->stack), stack_top(&t->stack), &low);
+        uint64_t depth = stack_top(&t->stack) - low;
         /* The pool keeps what recent tasks needed: a max that decays by
          * 1/8 per sample, so one deep task does not pin memory for long. */
         uint64_t decayed = s->pool_depth - s->pool_depth / 8;
