@@ -42,6 +42,9 @@ void os_futex_wait(int *word, int val, int64_t timeout_ns);
 void os_futex_wake(int *word, int n);
 
 int64_t os_now_ns(void);
+/* The kernel's tick-granular monotonic clock (1-4 ms steps): ~3 ns a read
+ * instead of ~20, for decisions that only need "about a millisecond". */
+int64_t os_coarse_ns(void);
 int os_ncpus(void);
 
 /* Resident set size from /proc/self/statm: cheap enough to poll. */
