@@ -62,7 +62,8 @@ MOTE_API mote_chan *mote_chan_make(size_t elem_size, size_t capacity)
 
 /* With c locked: completes a send that can proceed now and unlocks c,
  * returning 0 or MOTE_ECLOSED; or returns -EAGAIN with c still locked. */
-static int chan_send_locked(mote_chan *c, const void *elem)
+static inline __attribute__((always_inline)) int
+chan_send_locked(mote_chan *c, const void *elem)
 {
     if (c->closed) {
         spin_unlock(&c->lock);
@@ -88,7 +89,8 @@ static int chan_send_locked(mote_chan *c, const void *elem)
 /* With c locked: completes a receive that can proceed now and unlocks c,
  * returning 0 or MOTE_ECLOSED (elem zeroed); or returns -EAGAIN with c
  * still locked. */
-static int chan_recv_locked(mote_chan *c, void *elem)
+static inline __attribute__((always_inline)) int
+chan_recv_locked(mote_chan *c, void *elem)
 {
     chan_waiter *s = chan_waitq_claim(&c->sendq);
     if (s) {

@@ -111,6 +111,7 @@ static struct {
 static uint64_t sched_total_spawned;
 
 static __thread worker *sched_tls_worker __attribute__((tls_model("initial-exec")));
+__thread task *sched_current __attribute__((tls_model("initial-exec")));
 
 /* ---- queues ------------------------------------------------------------ */
 
@@ -243,6 +244,7 @@ static void sched_switch(worker *w, task *from, task *to)
     arch_ctx *tc = to ? &to->ctx : &w->sched_ctx;
     sanfiber_ctx *fs = from ? &from->san : &w->san;
     w->current = to;
+    sched_current = to;
     sanfiber_enter(fs, from && from == w->dead, to ? &to->san : &w->san);
     int saved_errno = errno; /* errno is the thread's: keep it the task's */
     arch_switch(fc, tc);
@@ -554,12 +556,6 @@ static void task_entry(void *arg)
     sched_release_dead(w);
     t->fn(t->arg);
     sched_exit(t->worker, t);
-}
-
-task *sched_self(void)
-{
-    worker *w = sched_tls_worker;
-    return w ? w->current : NULL;
 }
 
 uint64_t sched_task_id(const task *t)

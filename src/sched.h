@@ -35,8 +35,12 @@
 typedef struct task task;
 
 /* The running task on this thread, or NULL on a plain thread (including a
- * worker's own scheduler context). */
-task *sched_self(void);
+ * worker's own scheduler context).  Inline: every blocking call asks. */
+extern __thread task *sched_current __attribute__((tls_model("initial-exec")));
+static inline task *sched_self(void)
+{
+    return sched_current;
+}
 
 /* Marks the current task as about to wait; why is a static string shown in
  * deadlock and task dumps ("chan receive", "mutex", ...), obj what it waits
