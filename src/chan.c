@@ -198,7 +198,7 @@ MOTE_API int mote_chan_close(mote_chan *c)
         spin_unlock(&c->lock);
         return MOTE_ECLOSED;
     }
-    c->closed = 1;
+    __atomic_store_n(&c->closed, 1, __ATOMIC_RELAXED);
     /* Claim every waiter now, ready them after unlocking: the list is
      * threaded through the claimed records, which stay valid until their
      * task is readied. */

@@ -57,7 +57,7 @@ static inline void chan_waitq_push(mote_waitq *q, chan_waiter *w)
     if (tail)
         tail->next = w;
     else
-        q->head = w;
+        __atomic_store_n(&q->head, w, __ATOMIC_RELAXED); /* select peeks */
     q->tail = w;
     w->linked = true;
 }
@@ -72,7 +72,7 @@ static inline void chan_waitq_push_front(mote_waitq *q, chan_waiter *w)
         head->prev = w;
     else
         q->tail = w;
-    q->head = w;
+    __atomic_store_n(&q->head, w, __ATOMIC_RELAXED);
     w->linked = true;
 }
 
@@ -81,7 +81,7 @@ static inline void chan_waitq_remove(mote_waitq *q, chan_waiter *w)
     if (w->prev)
         w->prev->next = w->next;
     else
-        q->head = w->next;
+        __atomic_store_n(&q->head, w->next, __ATOMIC_RELAXED);
     if (w->next)
         w->next->prev = w->prev;
     else
@@ -121,10 +121,10 @@ static inline void chan_copy(void *dst, const void *src, size_t n)
 struct mote_chan {
     int lock;            /* spin.h lock: every field below */
     uint32_t magic;      /* CHAN_MAGIC while valid, to reject stray pointers */
-    uint32_t closed;     /* written under lock, read racily by try fast paths */
+    uint32_t closed;     /* written under lock (atomically: select peeks) */
     size_t elem_size;
     size_t cap;          /* 0: unbuffered */
-    size_t count;        /* elements in buf */
+    size_t count;        /* elements in buf (written atomically: select peeks) */
     size_t recvx;        /* next slot to receive from */
     size_t sendx;        /* next slot to send into */
     mote_waitq recvq;    /* blocked receivers */
@@ -139,6 +139,19 @@ static inline bool chan_valid(const mote_chan *c)
     return c != NULL && c->magic == CHAN_MAGIC;
 }
 
+/* Without the lock: whether op could proceed now.  A hint only (it may be
+ * stale by the time the caller locks), used to skip channels not worth
+ * locking.  Every field it reads is written with atomic stores. */
+static inline bool chan_maybe_ready(mote_chan *c, int op)
+{
+    if (__atomic_load_n(&c->closed, __ATOMIC_RELAXED))
+        return true;
+    size_t count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
+    if (op == MOTE_RECV)
+        return count > 0 || __atomic_load_n(&c->sendq.head, __ATOMIC_RELAXED);
+    return count < c->cap || __atomic_load_n(&c->recvq.head, __ATOMIC_RELAXED);
+}
+
 /* The channel moves, under c->lock, shared by chan.c and select.c. */
 
 static inline void chan_buf_put(mote_chan *c, const void *src)
@@ -146,7 +159,7 @@ static inline void chan_buf_put(mote_chan *c, const void *src)
     chan_copy(c->buf + c->sendx * c->elem_size, src, c->elem_size);
     if (++c->sendx == c->cap)
         c->sendx = 0;
-    c->count++;
+    __atomic_store_n(&c->count, c->count + 1, __ATOMIC_RELAXED); /* select peeks */
 }
 
 /* dst may be NULL (the value is discarded). */
@@ -157,7 +170,7 @@ static inline void chan_buf_take(mote_chan *c, void *dst)
         chan_copy(dst, slot, c->elem_size);
     if (++c->recvx == c->cap)
         c->recvx = 0;
-    c->count--;
+    __atomic_store_n(&c->count, c->count - 1, __ATOMIC_RELAXED);
 }
 
 /* A receiver found a blocked sender s (already claimed).  Unbuffered: the

@@ -266,12 +266,15 @@ MOTE_API int mote_select(mote_case *cases, size_t n, int64_t timeout_ns)
     /* Fast pass: a select usually finds a case ready.  Trying the cases in
      * poll order one channel at a time takes one lock instead of all of
      * them, and the first case that can proceed is still a uniformly random
-     * ready one.  Only when none can does the full protocol lock them all. */
+     * ready one.  A lock-free peek skips channels not worth locking; when
+     * none can proceed, the full protocol below locks them all. */
     for (uint32_t k = 0; k < live; k++) {
         uint32_t i = pollorder[k];
         mote_chan *c = cases[i].chan;
         task *peer;
         int peer_val = 0;
+        if (!chan_maybe_ready(c, cases[i].op))
+            continue;
         spin_lock(&c->lock);
         bool done = select_try(&cases[i], &peer, &peer_val);
         spin_unlock(&c->lock);
