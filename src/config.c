@@ -4,7 +4,6 @@
  */
 #include "config.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,36 +12,11 @@
 
 #include "os/os.h"
 #include "stack.h"
+#include "units.h"
 
 int config_parse_bytes(const char *s, uint64_t *out)
 {
-    if (!s || !isdigit((unsigned char)*s))
-        return -EINVAL;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno)
-        return -EINVAL;
-    unsigned shift = 0;
-    switch (toupper((unsigned char)*end)) {
-    case 0: break;
-    case 'K': shift = 10; end++; break;
-    case 'M': shift = 20; end++; break;
-    case 'G': shift = 30; end++; break;
-    case 'T': shift = 40; end++; break;
-    case 'B': break;
-    default: return -EINVAL;
-    }
-    if (shift && (*end == 'i' || *end == 'I'))
-        end++;
-    if (*end == 'B' || *end == 'b')
-        end++;
-    if (*end)
-        return -EINVAL;
-    if (shift && v > (UINT64_MAX >> shift))
-        return -EINVAL;
-    *out = (uint64_t)v << shift;
-    return 0;
+    return units_parse(s, true, out) ? -EINVAL : 0;
 }
 
 static int config_bad(const char *var, const char *val, const char *want)

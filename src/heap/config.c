@@ -17,6 +17,7 @@
 
 #include "heap/heap.h"
 #include "heap/internal.h"
+#include "units.h"
 
 heap_config heap_cfg = {.decay_ms = 500};
 
@@ -28,49 +29,12 @@ static void config_bad(const char *name, const char *val, const char *why)
     heap_cfg.env_error = 1;
 }
 
-/* Parses an unsigned decimal with an optional K/M/G (binary) suffix. */
-static int config_parse_u64(const char *s, bool suffix, uint64_t *out)
-{
-    if (!*s)
-        return -EINVAL;
-    uint64_t v = 0;
-    const char *p = s;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (v > (UINT64_MAX - 9) / 10)
-            return -ERANGE;
-        v = v * 10 + (uint64_t)(*p - '0');
-    }
-    if (p == s)
-        return -EINVAL;
-    unsigned shift = 0;
-    if (suffix && *p) {
-        switch (*p) {
-        case 'k': case 'K': shift = 10; break;
-        case 'm': case 'M': shift = 20; break;
-        case 'g': case 'G': shift = 30; break;
-        case 't': case 'T': shift = 40; break;
-        default: return -EINVAL;
-        }
-        p++;
-        if (*p == 'i' || *p == 'I')
-            p++;
-        if (*p == 'b' || *p == 'B')
-            p++;
-    }
-    if (*p)
-        return -EINVAL;
-    if (shift && v > (UINT64_MAX >> shift))
-        return -ERANGE;
-    *out = v << shift;
-    return 0;
-}
-
 void heap_config_load(void)
 {
     const char *s = getenv("MOTE_MALLOC_DECAY_MS");
     uint64_t v;
     if (s) {
-        int r = config_parse_u64(s, false, &v);
+        int r = units_parse(s, false, &v);
         if (r < 0 || v > 3600000)
             config_bad("MOTE_MALLOC_DECAY_MS", s,
                        "want milliseconds, an integer from 0 to 3600000");
@@ -79,7 +43,7 @@ void heap_config_load(void)
     }
     s = getenv("MOTE_MEMLIMIT");
     if (s) {
-        if (config_parse_u64(s, true, &v) < 0)
+        if (units_parse(s, true, &v) < 0)
             config_bad("MOTE_MEMLIMIT", s, "want bytes with an optional K, M or G suffix");
         else
             heap_cfg.limit = v;

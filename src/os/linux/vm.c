@@ -163,18 +163,21 @@ void os_futex_wake(int *word, int n)
     syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
-int64_t os_now_ns(void)
+static int64_t os_clock_ns(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t os_now_ns(void)
+{
+    return os_clock_ns(CLOCK_MONOTONIC);
 }
 
 int64_t os_coarse_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return os_clock_ns(CLOCK_MONOTONIC_COARSE);
 }
 
 int os_ncpus(void)
