@@ -143,7 +143,8 @@ void *mote_realloc(void *p, size_t size);
 void mote_free(void *p);
 void *mote_aligned_alloc(size_t alignment, size_t size);
 size_t mote_usable_size(const void *p);
-/* Gives every free page of the heap back to the OS now. */
+/* Gives every free page back to the OS now: the heap's, and (while a
+ * runtime runs) those of pooled stacks and below parked tasks' stacks. */
 void mote_mem_release(void);
 
 #ifdef __cplusplus

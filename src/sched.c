@@ -73,6 +73,7 @@ typedef struct worker {
     stack_cache stacks;
     task *dead;                  /* exited; released after the next switch */
     int64_t starved_since;       /* no stack could be mapped: back off */
+    uint32_t release_seen;       /* the release_epoch this worker acted on */
     task *all;                   /* started tasks, for dumps and teardown */
     uint64_t id_next, id_end;
     uint32_t tick;
@@ -104,6 +105,7 @@ static struct {
     uint64_t mem_used;         /* atomic: RSS at the last check */
     int64_t mem_checked;       /* atomic: when */
     int pressure;              /* atomic: near MOTE_MEMLIMIT */
+    uint32_t release_epoch;    /* atomic: bumped by mote_mem_release */
 } rt = {.idle_lock = PTHREAD_MUTEX_INITIALIZER,
         .ext_lock = PTHREAD_RWLOCK_INITIALIZER};
 
@@ -337,8 +339,27 @@ static void sched_trim(worker *w, int64_t now)
         sched_mem_used(false);
         force = LOAD(&rt.pressure);
     }
+    uint32_t epoch = __atomic_load_n(&rt.release_epoch, __ATOMIC_ACQUIRE);
+    if (epoch != w->release_seen) {
+        w->release_seen = epoch;
+        force = true;
+    }
     if (force || now >= w->trim.next)
         trim_run(&w->trim, &w->stacks, w->current, now, force);
+}
+
+void sched_mem_release(void)
+{
+    /* Each worker trims its own stacks (only it may touch them): ask, and
+     * wake the sleepers so they act now. */
+    pthread_rwlock_rdlock(&rt.ext_lock);
+    worker *ws = __atomic_load_n(&rt.w, __ATOMIC_ACQUIRE);
+    if (ws) {
+        __atomic_fetch_add(&rt.release_epoch, 1, __ATOMIC_RELEASE);
+        for (int i = 0; i < rt.nworkers; i++)
+            sched_wake(&ws[i]);
+    }
+    pthread_rwlock_unlock(&rt.ext_lock);
 }
 
 /* The next task to run on w, or NULL.  Order: inbox arrivals join the

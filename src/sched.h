@@ -63,6 +63,10 @@ bool sched_claim(task *t);
  * from sched_park.  Any thread. */
 void sched_ready(task *t, int result);
 
+/* mote_mem_release's share for stacks: asks every worker to trim all its
+ * parked tasks and give its whole stack pool back now.  Any thread. */
+void sched_mem_release(void);
+
 /* The id and name of a task, for records and diagnostics. */
 uint64_t sched_task_id(const task *t);
 

@@ -75,6 +75,18 @@ static void main_resident(void *arg)
     while (metric("/tasks/live:tasks") > 1)
         mote_sleep(1000000);
     CHECK(metric("/stacks/pooled:stacks") > 0);
+    /* mote_mem_release gives the pooled stacks back too, now */
+    uint64_t pooled_res = metric("/stacks/resident:bytes");
+    mote_mem_release();
+    int64_t t1 = mote_now();
+    uint64_t res = pooled_res;
+    while (mote_now() - t1 < 1000000000LL && res > pooled_res / 4) {
+        mote_sleep(1000000);
+        res = metric("/stacks/resident:bytes");
+    }
+    printf("mote_mem_release: pooled stacks %.0f -> %.0f KiB in %.1f ms\n",
+           pooled_res / 1024.0, res / 1024.0, (double)(mote_now() - t1) / 1e6);
+    CHECK(res <= pooled_res / 4);
     mote_chan_free(gate);
 }
 

@@ -321,7 +321,16 @@ API void mote_free(void *p) { heap_free_inline(p); }
 API void *mote_calloc(size_t n, size_t size) { return heap_calloc(n, size); }
 API void *mote_realloc(void *p, size_t size) { return heap_realloc(p, size); }
 API size_t mote_usable_size(const void *p) { return heap_usable_size(p); }
-API void mote_mem_release(void) { heap_release_all(); }
+/* The runtime's share (pooled and parked stacks), when libmote's scheduler
+ * is linked in: the heap does not depend on it. */
+void sched_mem_release(void) __attribute__((weak));
+
+API void mote_mem_release(void)
+{
+    heap_release_all();
+    if (sched_mem_release)
+        sched_mem_release();
+}
 
 API void *mote_aligned_alloc(size_t alignment, size_t size)
 {
