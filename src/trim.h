@@ -46,7 +46,7 @@ typedef struct trim_state {
     size_t nbatch;
     struct iovec batch[TRIM_BATCH];
     task *ready[TRIM_BATCH];      /* matured candidates, trimmed together */
-    unsigned char vec[64 * 1024]; /* mincore answers: 256 MiB of stack */
+    unsigned char vec[16 * 1024]; /* mincore answers: 64 MiB of stack */
 } trim_state;
 
 void trim_init(trim_state *s, int mode);
