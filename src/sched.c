@@ -348,17 +348,21 @@ static void sched_trim(worker *w, int64_t now)
         trim_run(&w->trim, &w->stacks, w->current, now, force);
 }
 
+static void sched_release_request(worker *ws)
+{
+    __atomic_fetch_add(&rt.release_epoch, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < rt.nworkers; i++)
+        sched_wake(&ws[i]);
+}
+
 void sched_mem_release(void)
 {
     /* Each worker trims its own stacks (only it may touch them): ask, and
      * wake the sleepers so they act now. */
     pthread_rwlock_rdlock(&rt.ext_lock);
     worker *ws = __atomic_load_n(&rt.w, __ATOMIC_ACQUIRE);
-    if (ws) {
-        __atomic_fetch_add(&rt.release_epoch, 1, __ATOMIC_RELEASE);
-        for (int i = 0; i < rt.nworkers; i++)
-            sched_wake(&ws[i]);
-    }
+    if (ws)
+        sched_release_request(ws);
     pthread_rwlock_unlock(&rt.ext_lock);
 }
 
@@ -812,11 +816,15 @@ static void sched_report_deadlock(void)
 
 static void sched_teardown(int started)
 {
-    pthread_rwlock_wrlock(&rt.ext_lock);
+    /* Join first, lock after: a task still running on another worker may
+     * read metrics or spawn (taking ext_lock for reading) until it reaches
+     * its next scheduling point, and must not wait on us while we wait on
+     * it.  Plain threads see shutdown set and spawn nothing new. */
     for (int i = 0; i < rt.nworkers; i++)
         sched_wake(&rt.w[i]);
     for (int i = 1; i < started; i++)
         pthread_join(rt.w[i].thread, NULL);
+    pthread_rwlock_wrlock(&rt.ext_lock);
     /* Every live task is either started (on its worker's list) or fresh. */
     for (int i = 0; i < rt.nworkers; i++) {
         worker *w = &rt.w[i];
