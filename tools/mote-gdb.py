@@ -1,0 +1,106 @@
+# mote-gdb.py - gdb commands to look at mote's tasks in a stopped program.
+#
+#   (gdb) source tools/mote-gdb.py
+#   (gdb) mote-tasks          every started task: id, name, worker, what it waits on
+#   (gdb) mote-bt ID          the backtrace of a parked task, from its saved context
+#
+# Reads the scheduler's own state (`rt` in src/sched.c), so it needs mote
+# built with debug information (the default RelWithDebInfo build). Parked
+# tasks are walked by their frame-pointer chain, bounded to their own stack,
+# without touching the process's registers.
+import gdb
+
+
+def _rt():
+    try:
+        return gdb.parse_and_eval("'sched.c'::rt")
+    except gdb.error:
+        return gdb.parse_and_eval("rt")
+
+
+def _tasks():
+    rt = _rt()
+    ws = rt["w"]
+    if int(ws) == 0:
+        return
+    for i in range(int(rt["nworkers"])):
+        t = ws[i]["all"]
+        while int(t) != 0:
+            yield i, ws[i], t
+            t = t["all_next"]
+
+
+def _symbol(addr):
+    block = gdb.block_for_pc(addr)
+    while block is not None and block.function is None:
+        block = block.superblock
+    if block is not None and block.function is not None:
+        return str(block.function.print_name)
+    return "0x%x" % addr
+
+
+def _name(t):
+    if int(t["name"]) != 0:
+        return t["name"].string()
+    return _symbol(int(t["fn"]))
+
+
+def _stack_bounds(t):
+    word = int(t["stack"]["word"])
+    top = word & ~0xFFF
+    cls = word & 0xFFF
+    return top - (8192 << cls), top
+
+
+class MoteTasks(gdb.Command):
+    """List mote's started tasks: id, name, worker and what each waits on."""
+
+    def __init__(self):
+        super().__init__("mote-tasks", gdb.COMMAND_USER)
+
+    def invoke(self, arg, from_tty):
+        n = 0
+        for i, w, t in _tasks():
+            running = int(w["current"]) == int(t)
+            why = t["wait_why"].string() if int(t["wait_why"]) != 0 else "runnable"
+            state = "running" if running else why
+            gdb.write("task %d (%s) on worker %d: %s\n" % (int(t["id"]), _name(t), i, state))
+            n += 1
+        gdb.write("%d tasks\n" % n)
+
+
+class MoteBacktrace(gdb.Command):
+    """Print the backtrace of the parked mote task with the given id."""
+
+    def __init__(self):
+        super().__init__("mote-bt", gdb.COMMAND_USER)
+
+    def invoke(self, arg, from_tty):
+        want = int(gdb.parse_and_eval(arg))
+        for i, w, t in _tasks():
+            if int(t["id"]) != want:
+                continue
+            if int(w["current"]) == int(t):
+                gdb.write("task %d is running: use bt in its thread\n" % want)
+                return
+            lo, hi = _stack_bounds(t)
+            ulong = gdb.lookup_type("unsigned long").pointer()
+            sp = t["ctx"]["sp"].cast(ulong)
+            fp, ret = int(sp[6]), int(sp[7])  # saved rbp, return address
+            depth = 0
+            while ret and depth < 64:
+                gdb.write("#%-2d 0x%016x in %s\n" % (depth, ret, _symbol(ret - 1)))
+                depth += 1
+                if fp < lo or fp + 16 > hi or fp & 7:
+                    break
+                frame = gdb.Value(fp).cast(ulong)
+                nxt, ret = int(frame[0]), int(frame[1])
+                if nxt <= fp:
+                    break
+                fp = nxt
+            return
+        gdb.write("no started task with id %d\n" % want)
+
+
+MoteTasks()
+MoteBacktrace()
