@@ -8,7 +8,9 @@
  *     wakers push with one CAS and the owner empties with one exchange.
  *   - fresh: spawned, never-run tasks.  Spin-locked FIFO; idle workers steal
  *     from it, which is how spawns spread.  A task that has run never moves.
- *   - timers (timer.c) and a stack cache (stack.c).  Owner only.
+ *   - timers (timer.c), a stack cache (stack.c) and the trim state of its
+ *     parked tasks (trim.c).  Owner only: a worker trims only its own
+ *     tasks, between tasks, so no trim races a running task.
  * Tasks switch directly to the next task (one arch_switch); the worker's
  * own context (sched_ctx, on the thread's stack) only runs when the worker
  * has nothing to do, and sleeps in the kernel after a short bounded spin.
@@ -22,6 +24,9 @@
  * still live, no task can ever run again, unless a plain (non-task) thread
  * may still wake one - once a plain thread has used the runtime, detection
  * is off for that run.
+ *
+ * ext_lock (a rwlock) is taken only by plain threads that spawn or read
+ * metrics, and for writing by teardown after every worker has been joined.
  */
 #include "sched.h"
 
