@@ -25,8 +25,9 @@
  * may still wake one - once a plain thread has used the runtime, detection
  * is off for that run.
  *
- * ext_lock (a rwlock) is taken only by plain threads that spawn or read
- * metrics, and for writing by teardown after every worker has been joined.
+ * ext_lock (a rwlock) is read-locked by spawns from plain threads, metric
+ * reads and mote_mem_release, from any thread; it is write-locked only by
+ * teardown, after every worker has been joined, so no worker waits on it.
  */
 #include "sched.h"
 
