@@ -25,3 +25,10 @@ if(TARGET test_heap_preload)
     set_tests_properties(test_heap_preload_${prog} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
   endforeach()
 endif()
+
+# A forked child of a threaded parent may start the allocator's scavenger
+# thread (a long-lived child needs one). TSan refuses new threads after such
+# a fork unless told that the program means it.
+if(TARGET test_heap_fork AND MOTE_SANITIZE STREQUAL "thread")
+  set_tests_properties(test_heap_fork PROPERTIES ENVIRONMENT "TSAN_OPTIONS=die_after_fork=0")
+endif()
