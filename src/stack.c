@@ -17,6 +17,7 @@
 #include "mote.h"
 #include "os/os.h"
 #include "spin.h"
+#include <stdbool.h>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define STACK_ASAN 1
@@ -34,6 +35,9 @@
 typedef struct stack_chunk {
     uintptr_t base, end;
     size_t slot_size; /* guard + usable */
+    /* Under the owning class's lock (never read by the overflow handler): */
+    int64_t out;      /* slots handed out and not cold since */
+    bool dirty;       /* a slot was handed out since the chunk was renewed */
 } stack_chunk;
 
 typedef struct stack_class {
@@ -43,6 +47,8 @@ typedef struct stack_class {
     uintptr_t bump, bump_end; /* unused slots of the newest chunk */
     uintptr_t *cold;     /* decommitted slots: no resident page at all */
     uint64_t ncold, capcold;
+    stack_chunk *last;   /* chunk of the last lookup */
+    bool cold_unguarded; /* chunks were renewed: cold slots need guards */
 } stack_class;
 
 static stack_class stack_classes[STACK_NCLASS];
@@ -67,6 +73,29 @@ static size_t stack_slot_bytes(int cls)
     return stack_class_size(cls) + STACK_GUARD;
 }
 
+/* The chunk holding addr, a slot address of class k; class lock held. */
+static stack_chunk *stack_chunk_of(stack_class *k, uintptr_t addr)
+{
+    stack_chunk *c = k->last;
+    if (c && addr >= c->base && addr < c->end)
+        return c;
+    uint32_t n = __atomic_load_n(&stack_nchunks, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < n; i++)
+        if (addr >= stack_chunks[i].base && addr < stack_chunks[i].end)
+            return k->last = &stack_chunks[i];
+    return NULL;
+}
+
+/* A slot leaves the cold or fresh state; class lock held. */
+static void stack_chunk_out(stack_class *k, uintptr_t top)
+{
+    stack_chunk *c = stack_chunk_of(k, top - 1);
+    if (c) {
+        c->out++;
+        c->dirty = true;
+    }
+}
+
 /* Maps a new chunk for cls; called with the class lock held. */
 static int stack_grow(int cls, stack_class *k)
 {
@@ -88,7 +117,7 @@ static int stack_grow(int cls, stack_class *k)
         spin_unlock(&stack_chunk_lock);
         return -ENOMEM;
     }
-    stack_chunks[n] = (stack_chunk){(uintptr_t)p, (uintptr_t)p + len, slot};
+    stack_chunks[n] = (stack_chunk){(uintptr_t)p, (uintptr_t)p + len, slot, 0, false};
     __atomic_store_n(&stack_nchunks, n + 1, __ATOMIC_RELEASE);
     spin_unlock(&stack_chunk_lock);
     k->bump = (uintptr_t)p;
@@ -131,13 +160,22 @@ static bool stack_take_cold(int cls, uintptr_t *top)
     if (!__atomic_load_n(&k->ncold, __ATOMIC_RELAXED))
         return false;
     bool ok = false;
+    bool guard = false;
     spin_lock(&k->lock);
     if (k->ncold) {
         *top = k->cold[k->ncold - 1];
         __atomic_store_n(&k->ncold, k->ncold - 1, __ATOMIC_RELAXED);
+        stack_chunk_out(k, *top);
+        guard = k->cold_unguarded;
         ok = true;
     }
     spin_unlock(&k->lock);
+    /* After a renewal the slot may have lost its guard; installing one
+     * again over an existing guard is harmless. */
+    if (guard && os_guard((void *)(*top - stack_slot_bytes(cls)), STACK_GUARD)) {
+        stack_make_cold(cls, top, 1);
+        return false;
+    }
     return ok;
 }
 
@@ -146,11 +184,11 @@ static bool stack_take_cold(int cls, uintptr_t *top)
 static int stack_fresh(int cls, stack_cache *cache, uintptr_t *top)
 {
     size_t slot = stack_slot_bytes(cls);
+    stack_class *k = &stack_classes[cls];
     if (cache->carve[cls] == cache->carve_end[cls]) {
         /* Each worker carves a run of neighbouring slots, so workers fault
          * in stacks under different page-table pages instead of fighting
          * over the same page-table lock. */
-        stack_class *k = &stack_classes[cls];
         spin_lock(&k->lock);
         if (k->bump == k->bump_end) {
             int r = stack_grow(cls, k);
@@ -169,6 +207,12 @@ static int stack_fresh(int cls, stack_cache *cache, uintptr_t *top)
     }
     uintptr_t base = cache->carve[cls];
     cache->carve[cls] += slot;
+    /* Counted under the class lock: a renewal of its chunk (which happens
+     * only when nothing of the chunk is out) then either finished before
+     * this slot's guard goes in, or cannot start until it is cold again. */
+    spin_lock(&k->lock);
+    stack_chunk_out(k, base + slot);
+    spin_unlock(&k->lock);
     int r = os_guard((void *)base, STACK_GUARD);
     if (r)
         return r; /* the slot stays unused: an address-space leak only */
@@ -268,6 +312,19 @@ size_t stack_class_take_free(int cls, uintptr_t *tops, size_t max)
     return n;
 }
 
+/* Every slot of chunk c that was handed out is cold again: renew the chunk,
+ * which gives back its page tables too (guard markers live in them, so
+ * they never empty otherwise).  Untouched slots in workers' carve runs
+ * lose nothing: their guards go in when they are handed out.  Class lock
+ * held. */
+static void stack_renew_chunk(stack_class *k, stack_chunk *c)
+{
+    if (os_renew((void *)c->base, c->end - c->base, "mote-stacks") == 0) {
+        c->dirty = false;
+        k->cold_unguarded = true;
+    }
+}
+
 void stack_make_cold(int cls, const uintptr_t *tops, size_t n)
 {
     stack_class *k = &stack_classes[cls];
@@ -279,13 +336,18 @@ void stack_make_cold(int cls, const uintptr_t *tops, size_t n)
         uintptr_t *v = mote_realloc(k->cold, cap * sizeof *v);
         if (!v) {
             spin_unlock(&k->lock);
-            return;
+            return; /* the slots stay unused: address space only */
         }
         k->cold = v;
         k->capcold = cap;
     }
     memcpy(k->cold + k->ncold, tops, n * sizeof *tops);
     __atomic_store_n(&k->ncold, k->ncold + n, __ATOMIC_RELAXED);
+    for (size_t i = 0; i < n; i++) {
+        stack_chunk *c = stack_chunk_of(k, tops[i] - 1);
+        if (c && --c->out == 0 && c->dirty)
+            stack_renew_chunk(k, c);
+    }
     spin_unlock(&k->lock);
 }
 

@@ -55,6 +55,33 @@ static void run_fallback(void *arg)
     _exit(3);
 }
 
+/* Stacks that went cold and had their chunk renewed (which drops guards
+ * with the page tables) are guarded again before reuse. */
+static mote_wg quick_done = MOTE_WG_INIT;
+static void quick(void *arg)
+{
+    (void)arg;
+    mote_wg_done(&quick_done);
+}
+
+static void main_renewed(void *arg)
+{
+    (void)arg;
+    mote_task_opts o = {.stack_size = 16 * 1024};
+    mote_wg_add(&quick_done, 300);
+    for (int i = 0; i < 300; i++)
+        CHECK_EQ(mote_go_ex(quick, NULL, &o), 0);
+    mote_wg_wait(&quick_done);
+    uint64_t pte0 = 0, pte1 = 0;
+    mote_metric("/process/pagetables:bytes", &pte0);
+    mote_mem_release(); /* every pooled 16 KiB stack goes cold: renewal */
+    mote_sleep(50 * 1000000);
+    mote_metric("/process/pagetables:bytes", &pte1);
+    fprintf(stderr, "page tables %llu -> %llu KiB\n",
+            (unsigned long long)pte0 >> 10, (unsigned long long)pte1 >> 10);
+    main_unnamed(NULL); /* reuses one of them, and must still be caught */
+}
+
 static void run_main(void *fn)
 {
     mote_run((mote_fn)fn, NULL);
@@ -107,6 +134,11 @@ int main(void)
     CHECK(strncmp(buf, "mote: task ", 11) == 0 && strstr(buf, " (handle_conn) overflowed"));
 
     st = test_fork_capture(run_main, (void *)main_unnamed, buf, sizeof buf);
+    fprintf(stderr, "[child said] %s", buf);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+    CHECK(strstr(buf, "(deep_recursion) overflowed its 16 KiB stack") != NULL);
+
+    st = test_fork_capture(run_main, (void *)main_renewed, buf, sizeof buf);
     fprintf(stderr, "[child said] %s", buf);
     CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
     CHECK(strstr(buf, "(deep_recursion) overflowed its 16 KiB stack") != NULL);

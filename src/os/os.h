@@ -20,6 +20,9 @@ void *os_reserve(size_t len);
 /* The same, with a name shown in /proc/self/maps ("[anon:name]"). */
 void *os_reserve_named(size_t len, const char *name);
 void os_release(void *p, size_t len);
+/* Replaces [p, p+len) with a fresh reservation like os_reserve_named's:
+ * every page, guard and page table in it is gone.  0 or -errno. */
+int os_renew(void *p, size_t len, const char *name);
 
 enum os_guard_mode { OS_GUARD_MADVISE = 1, OS_GUARD_MPROTECT = 2 };
 /* How guard pages are made here: MADV_GUARD_INSTALL (Linux >= 6.13, no VMA

@@ -28,27 +28,39 @@
 #define MADV_NOHUGEPAGE 15
 #endif
 
-void *os_reserve(size_t len)
+/* Maps len bytes of fresh reservation, at `at` (replacing what is there)
+ * when at is not NULL; named when name is not NULL. */
+static void *os_map(void *at, size_t len, const char *name)
 {
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *p = mmap(at, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (at ? MAP_FIXED : 0),
+                   -1, 0);
     if (p == MAP_FAILED)
         return NULL;
     /* A huge page would make a 4 KiB stack cost 2 MiB. */
     (void)madvise(p, len, MADV_NOHUGEPAGE);
+    /* A name shows in /proc/self/maps and keeps the kernel from merging
+     * this mapping with unrelated anonymous memory; older kernels refuse
+     * it harmlessly. */
+    if (name)
+        (void)prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)p, len,
+                    (unsigned long)name);
     return p;
+}
+
+void *os_reserve(size_t len)
+{
+    return os_map(NULL, len, NULL);
 }
 
 void *os_reserve_named(size_t len, const char *name)
 {
-    void *p = os_reserve(len);
-    /* A name shows in /proc/self/maps and keeps the kernel from merging
-     * this mapping with unrelated anonymous memory; older kernels refuse
-     * it harmlessly. */
-    if (p)
-        (void)prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)p, len,
-                    (unsigned long)name);
-    return p;
+    return os_map(NULL, len, name);
+}
+
+int os_renew(void *p, size_t len, const char *name)
+{
+    return os_map(p, len, name) ? 0 : -errno;
 }
 
 void os_release(void *p, size_t len)
