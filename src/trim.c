@@ -138,6 +138,30 @@ static size_t trim_resident(trim_state *s, uintptr_t lo, uintptr_t hi,
     return count;
 }
 
+static void trim_count(trim_state *s, size_t pages)
+{
+    __atomic_store_n(&s->trimmed, s->trimmed + pages * OS_PAGE, __ATOMIC_RELAXED);
+}
+
+/* Queues [low, hi), which holds n resident pages, to be given back. */
+static void trim_give_back(trim_state *s, uintptr_t low, uintptr_t hi, size_t n)
+{
+    if (n) {
+        trim_queue_range(s, low, hi);
+        trim_count(s, n);
+    }
+}
+
+/* Gives back what is resident in [lo, hi); returns the lowest resident
+ * address (hi when none): the high-water mark of that range. */
+static uintptr_t trim_range(trim_state *s, uintptr_t lo, uintptr_t hi)
+{
+    uintptr_t low;
+    size_t n = trim_resident(s, lo, hi, &low);
+    trim_give_back(s, low, hi, n);
+    return low;
+}
+
 static uintptr_t trim_keep(const task *t)
 {
     uintptr_t keep = (uintptr_t)t->ctx.sp & ~(uintptr_t)(OS_PAGE - 1);
@@ -156,22 +180,14 @@ static void trim_apply(trim_state *s, task *t, const unsigned char *vec)
                 low = lo + i * OS_PAGE;
             n++;
         }
-    if (n) {
-        trim_queue_range(s, low, keep);
-        __atomic_store_n(&s->trimmed, s->trimmed + n * OS_PAGE, __ATOMIC_RELAXED);
-    }
+    trim_give_back(s, low, keep, n);
     trim_set_bucket(s, t, trim_bucket(stack_top(&t->stack) - low));
 }
 
 /* Trims one parked task down to the page holding its saved stack pointer. */
 static void trim_task(trim_state *s, task *t)
 {
-    uintptr_t keep = trim_keep(t), low;
-    size_t n = trim_resident(s, stack_lo(&t->stack), keep, &low);
-    if (n) {
-        trim_queue_range(s, low, keep);
-        __atomic_store_n(&s->trimmed, s->trimmed + n * OS_PAGE, __ATOMIC_RELAXED);
-    }
+    uintptr_t low = trim_range(s, stack_lo(&t->stack), trim_keep(t));
     trim_set_bucket(s, t, trim_bucket(stack_top(&t->stack) - low));
 }
 
@@ -216,9 +232,9 @@ void trim_on_start(trim_state *s, task *t)
         uintptr_t keep = stack_top(&t->stack) - OS_PAGE;
         uintptr_t low;
         size_t n = trim_resident(s, stack_lo(&t->stack), keep, &low);
-        if (n) {
+        if (n) { /* now, not batched: the task runs next */
             os_decommit((void *)low, keep - low);
-            __atomic_store_n(&s->trimmed, s->trimmed + n * OS_PAGE, __ATOMIC_RELAXED);
+            trim_count(s, n);
         }
         t->hw_sample = true;
     }
@@ -258,15 +274,8 @@ static void trim_pool(trim_state *s, stack_cache *cache, bool force)
             if (!n)
                 break;
             ncold -= n;
-            for (size_t i = 0; i < n; i++) {
-                uintptr_t low;
-                size_t r = trim_resident(s, tops[i] - size, tops[i], &low);
-                if (r) {
-                    trim_queue_range(s, low, tops[i]);
-                    __atomic_store_n(&s->trimmed, s->trimmed + r * OS_PAGE,
-                                     __ATOMIC_RELAXED);
-                }
-            }
+            for (size_t i = 0; i < n; i++)
+                trim_range(s, tops[i] - size, tops[i]);
             trim_flush(s); /* before the slots are visible as cold */
             stack_make_cold(c, tops, n);
         }
@@ -280,16 +289,8 @@ static void trim_pool(trim_state *s, stack_cache *cache, bool force)
         }
         /* Warm slots: keep the top keep_depth bytes. */
         if (keep_depth < size) {
-            for (uintptr_t t = cache->head[c]; t; t = stack_next(t)) {
-                uintptr_t low;
-                uintptr_t cut = t - keep_depth;
-                size_t r = trim_resident(s, t - size, cut, &low);
-                if (r) {
-                    trim_queue_range(s, low, cut);
-                    __atomic_store_n(&s->trimmed, s->trimmed + r * OS_PAGE,
-                                     __ATOMIC_RELAXED);
-                }
-            }
+            for (uintptr_t t = cache->head[c]; t; t = stack_next(t))
+                trim_range(s, t - size, t - keep_depth);
         }
         cache->low[c] = cache->count[c];
     }

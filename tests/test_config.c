@@ -13,19 +13,21 @@ static const char *vars[] = {"MOTE_WORKERS", "MOTE_STACK_SIZE",
                              "MOTE_STACK_TRIM", "MOTE_MEMLIMIT",
                              "MOTE_MALLOC_DECAY_MS"};
 
+/* Exits 10 when mote_run rejected its configuration, 20 when main ran. */
+static void run_and_exit(void)
+{
+    ran = 0;
+    int r = mote_run(note, NULL);
+    _exit(r == -EINVAL && !ran ? 10 : r == 0 && ran ? 20 : 30);
+}
+
 static void try_env(void *arg)
 {
     const char **kv = arg;
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
         unsetenv(vars[i]);
     setenv(kv[0], kv[1], 1);
-    ran = 0;
-    int r = mote_run(note, NULL);
-    if (r == -EINVAL && !ran)
-        _exit(10);
-    if (r == 0 && ran)
-        _exit(20);
-    _exit(30);
+    run_and_exit();
 }
 
 static void expect(const char *var, const char *val, int valid)
@@ -73,11 +75,8 @@ int main(int argc, char **argv)
     ssize_t n = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
     CHECK(n > 0);
     self_path[n] = 0;
-    if (argc > 1 && !strcmp(argv[1], "--child")) {
-        ran = 0;
-        int r = mote_run(note, NULL);
-        _exit(r == -EINVAL && !ran ? 10 : r == 0 && ran ? 20 : 30);
-    }
+    if (argc > 1 && !strcmp(argv[1], "--child"))
+        run_and_exit();
     const char *bad_workers[] = {"", "0", "-1", "abc", "2x", "1025", "99999999999"};
     for (size_t i = 0; i < sizeof bad_workers / sizeof *bad_workers; i++)
         expect("MOTE_WORKERS", bad_workers[i], 0);

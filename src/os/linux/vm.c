@@ -198,32 +198,34 @@ int os_ncpus(void)
     return n > 0 ? (int)n : 1;
 }
 
-uint64_t os_rss_bytes(void)
+/* Reads a small /proc file into buf as a string; false when unreadable. */
+static bool os_read_proc(const char *path, char *buf, size_t len)
 {
-    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return 0;
-    char buf[128];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
+        return false;
+    ssize_t n = read(fd, buf, len - 1);
     close(fd);
     if (n <= 0)
-        return 0;
+        return false;
     buf[n] = 0;
+    return true;
+}
+
+uint64_t os_rss_bytes(void)
+{
+    char buf[128];
+    if (!os_read_proc("/proc/self/statm", buf, sizeof buf))
+        return 0;
     char *p = strchr(buf, ' ');
     return p ? strtoull(p + 1, NULL, 10) * OS_PAGE : 0;
 }
 
 uint64_t os_status_bytes(const char *field)
 {
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
     char buf[4096];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
+    if (!os_read_proc("/proc/self/status", buf, sizeof buf))
         return 0;
-    buf[n] = 0;
     size_t fl = strlen(field);
     for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
         if (strncmp(l, field, fl) == 0 && l[fl] == ':')
