@@ -11,6 +11,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -134,6 +136,25 @@ void mote_cond_wait(mote_cond *c, mote_mutex *m);
 int mote_cond_timedwait(mote_cond *c, mote_mutex *m, int64_t ns);
 void mote_cond_signal(mote_cond *c);
 void mote_cond_broadcast(mote_cond *c);
+
+/* ---- I/O: the netpoller and the blocking-call pool ---------------------
+ * Every call parks the calling task, never its worker.  timeout_ns < 0 waits
+ * forever, 0 never waits.  Failures are a negative errno; -ETIMEDOUT when the
+ * timeout passes; -EPERM outside a task (except mote_listen_tcp and
+ * mote_close, which work anywhere). */
+
+enum { MOTE_READABLE = 1, MOTE_WRITABLE = 2 };
+int mote_wait_fd(int fd, int events, int64_t timeout_ns);
+ssize_t mote_read(int fd, void *buf, size_t n, int64_t timeout_ns);
+ssize_t mote_write(int fd, const void *buf, size_t n, int64_t timeout_ns);
+int mote_accept(int lfd, struct sockaddr *addr, socklen_t *addrlen,
+                int64_t timeout_ns);
+int mote_connect(int fd, const struct sockaddr *addr, socklen_t len,
+                 int64_t timeout_ns);
+int mote_listen_tcp(const char *addr, int backlog);
+int mote_dial_tcp(const char *addr, int64_t timeout_ns);
+int mote_close(int fd);
+intptr_t mote_offload(intptr_t (*fn)(void *arg), void *arg);
 
 /* ---- memory ------------------------------------------------------------ */
 
