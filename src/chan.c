@@ -19,7 +19,7 @@
  *    readied, so nothing points into the sender's memory once send returns.
  *
  * Wake-ups follow sched.h: claim under the lock, write the result into the
- * waiter's record, drop the lock, then sched_ready() (the claimed task
+ * waiter's record, drop the lock, then mote__sched_ready() (the claimed task
  * cannot run before that, so its record stays valid until then).
  */
 #include <errno.h>
@@ -30,7 +30,7 @@
 #include "chan.h"
 #include "spin.h"
 
-/* What a claimed waiter gets back from sched_park: a select learns which of
+/* What a claimed waiter gets back from mote__sched_park: a select learns which of
  * its cases fired (and reads result from that case's record). */
 static inline int chan_wake_value(const chan_waiter *w)
 {
@@ -75,7 +75,7 @@ chan_send_locked(mote_chan *c, const void *elem)
         int v = chan_wake_value(r);
         task *t = r->t;
         spin_unlock(&c->lock);
-        sched_ready(t, v);
+        mote__sched_ready(t, v);
         return 0;
     }
     if (c->count < c->cap) {
@@ -98,7 +98,7 @@ chan_recv_locked(mote_chan *c, void *elem)
         int v = chan_wake_value(s);
         task *t = s->t;
         spin_unlock(&c->lock);
-        sched_ready(t, v);
+        mote__sched_ready(t, v);
         return 0;
     }
     if (c->count > 0) {
@@ -133,10 +133,10 @@ MOTE_API int mote_chan_send(mote_chan *c, const void *elem)
     w.idx = 0;
     w.is_select = false;
     w.result = 0;
-    sched_prepare_wait("chan send", c);
+    mote__sched_prepare_wait("chan send", c);
     chan_waitq_push(&c->sendq, &w);
     spin_unlock(&c->lock);
-    return sched_park(); /* 0, or MOTE_ECLOSED when closed while waiting */
+    return mote__sched_park(); /* 0, or MOTE_ECLOSED when closed while waiting */
 }
 
 MOTE_API int mote_chan_recv(mote_chan *c, void *elem)
@@ -157,11 +157,11 @@ MOTE_API int mote_chan_recv(mote_chan *c, void *elem)
     w.idx = 0;
     w.is_select = false;
     w.result = 0;
-    sched_prepare_wait("chan receive", c);
+    mote__sched_prepare_wait("chan receive", c);
     chan_waitq_push(&c->recvq, &w);
     size_t esize = c->elem_size;
     spin_unlock(&c->lock);
-    r = sched_park();
+    r = mote__sched_park();
     if (r == MOTE_ECLOSED && elem)
         memset(elem, 0, esize);
     return r;
@@ -217,7 +217,7 @@ MOTE_API int mote_chan_close(mote_chan *c)
     while (list) {
         w = list;
         list = w->next; /* read before the task may run and reuse w */
-        sched_ready(w->t, chan_wake_value(w));
+        mote__sched_ready(w->t, chan_wake_value(w));
     }
     return 0;
 }

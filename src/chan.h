@@ -10,11 +10,11 @@
  * Invariants (see sched.h for the claim protocol):
  *  - a record is linked in, unlinked from and read or written by a waker only
  *    under the lock of the queue that holds it;
- *  - a waker pops a record, then sched_claim()s its task; on failure the task
+ *  - a waker pops a record, then mote__sched_claim()s its task; on failure the task
  *    was claimed elsewhere (its timer, another channel of its select) and the
  *    record is simply dropped; on success the waker writes the result into
  *    the record and readies the task, and touches the record no more after
- *    sched_ready();
+ *    mote__sched_ready();
  *  - the owning task takes every record it still has linked out of its
  *    queues (under their locks) before it returns, so no waker ever sees a
  *    record of a wait that has ended.
@@ -40,7 +40,7 @@ typedef struct chan_waiter {
     uint32_t idx;      /* select: the case this record stands for */
     bool linked;       /* in a queue (under that queue's lock) */
     bool is_select;
-    int result;        /* written by the claimer before sched_ready */
+    int result;        /* written by the claimer before mote__sched_ready */
     int64_t since;     /* mutex: when this waiter first queued */
 } chan_waiter;
 
@@ -96,7 +96,7 @@ static inline chan_waiter *chan_waitq_claim(mote_waitq *q)
     chan_waiter *w;
     while ((w = (chan_waiter *)q->head) != NULL) {
         chan_waitq_remove(q, w);
-        if (sched_claim(w->t))
+        if (mote__sched_claim(w->t))
             return w;
     }
     return NULL;

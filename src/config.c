@@ -14,7 +14,7 @@
 #include "stack.h"
 #include "units.h"
 
-int config_parse_bytes(const char *s, uint64_t *out)
+int mote__config_parse_bytes(const char *s, uint64_t *out)
 {
     return units_parse(s, true, out) ? -EINVAL : 0;
 }
@@ -25,9 +25,9 @@ static int config_bad(const char *var, const char *val, const char *want)
     return -EINVAL;
 }
 
-int config_load(config *c)
+int mote__config_load(config *c)
 {
-    c->workers = os_ncpus();
+    c->workers = mote__os_ncpus();
     if (c->workers > CONFIG_MAX_WORKERS)
         c->workers = CONFIG_MAX_WORKERS;
     c->stack_size = CONFIG_DEFAULT_STACK;
@@ -47,7 +47,7 @@ int config_load(config *c)
     v = getenv("MOTE_STACK_SIZE");
     if (v) {
         uint64_t b;
-        if (config_parse_bytes(v, &b) || b < STACK_MIN || b > STACK_MAX)
+        if (mote__config_parse_bytes(v, &b) || b < STACK_MIN || b > STACK_MAX)
             return config_bad("MOTE_STACK_SIZE", v,
                               "expected a size from 8K to 1G (suffixes K, M, G)");
         c->stack_size = (size_t)b;
@@ -66,7 +66,7 @@ int config_load(config *c)
     v = getenv("MOTE_MEMLIMIT");
     if (v) {
         uint64_t b;
-        if (config_parse_bytes(v, &b) || b == 0)
+        if (mote__config_parse_bytes(v, &b) || b == 0)
             return config_bad("MOTE_MEMLIMIT", v,
                               "expected a size in bytes (suffixes K, M, G), not 0");
         c->memlimit = b;

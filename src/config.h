@@ -22,10 +22,10 @@ typedef struct config {
 #define CONFIG_DEFAULT_STACK (256u * 1024)
 
 /* Fills c from the environment: 0, or -EINVAL after printing why. */
-int config_load(config *c);
+int mote__config_load(config *c);
 
 /* Parses "123", "64K", "1M", "2G" (also "KiB"/"MB" spellings): 0 or
  * -EINVAL.  Overflow is an error. */
-int config_parse_bytes(const char *s, uint64_t *out);
+int mote__config_parse_bytes(const char *s, uint64_t *out);
 
 #endif /* MOTE_CONFIG_H */

@@ -17,24 +17,24 @@
 #define API __attribute__((visibility("default")))
 
 /* The allocator's metrics, when it is linked in (src/heap). */
-int heap_metric(const char *name, uint64_t *value) __attribute__((weak));
-void heap_metric_each(void (*fn)(const char *, uint64_t, void *), void *ctx)
+int mote__heap_metric(const char *name, uint64_t *value) __attribute__((weak));
+void mote__heap_metric_each(void (*fn)(const char *, uint64_t, void *), void *ctx)
     __attribute__((weak));
 
 typedef uint64_t (*metrics_get)(void);
 
-static uint64_t m_live(void) { sched_stats s; sched_stats_read(&s); return s.live; }
-static uint64_t m_runnable(void) { sched_stats s; sched_stats_read(&s); return s.runnable; }
-static uint64_t m_blocked(void) { sched_stats s; sched_stats_read(&s); return s.blocked; }
-static uint64_t m_spawned(void) { sched_stats s; sched_stats_read(&s); return s.spawned; }
-static uint64_t m_workers(void) { sched_stats s; sched_stats_read(&s); return s.workers; }
-static uint64_t m_in_use(void) { sched_stats s; sched_stats_read(&s); return s.stacks_in_use; }
-static uint64_t m_pooled(void) { sched_stats s; sched_stats_read(&s); return s.stacks_pooled; }
-static uint64_t m_trimmed(void) { sched_stats s; sched_stats_read(&s); return s.stacks_trimmed; }
-static uint64_t m_guard(void) { return os_guard_mode() == OS_GUARD_MADVISE; }
-static uint64_t m_rss(void) { return os_status_bytes("VmRSS"); }
-static uint64_t m_hwm(void) { return os_status_bytes("VmHWM"); }
-static uint64_t m_pte(void) { return os_status_bytes("VmPTE"); }
+static uint64_t m_live(void) { sched_stats s; mote__sched_stats_read(&s); return s.live; }
+static uint64_t m_runnable(void) { sched_stats s; mote__sched_stats_read(&s); return s.runnable; }
+static uint64_t m_blocked(void) { sched_stats s; mote__sched_stats_read(&s); return s.blocked; }
+static uint64_t m_spawned(void) { sched_stats s; mote__sched_stats_read(&s); return s.spawned; }
+static uint64_t m_workers(void) { sched_stats s; mote__sched_stats_read(&s); return s.workers; }
+static uint64_t m_in_use(void) { sched_stats s; mote__sched_stats_read(&s); return s.stacks_in_use; }
+static uint64_t m_pooled(void) { sched_stats s; mote__sched_stats_read(&s); return s.stacks_pooled; }
+static uint64_t m_trimmed(void) { sched_stats s; mote__sched_stats_read(&s); return s.stacks_trimmed; }
+static uint64_t m_guard(void) { return mote__os_guard_mode() == OS_GUARD_MADVISE; }
+static uint64_t m_rss(void) { return mote__os_status_bytes("VmRSS"); }
+static uint64_t m_hwm(void) { return mote__os_status_bytes("VmHWM"); }
+static uint64_t m_pte(void) { return mote__os_status_bytes("VmPTE"); }
 
 static const struct {
     const char *name;
@@ -45,8 +45,8 @@ static const struct {
     {"/tasks/blocked:tasks", m_blocked},
     {"/tasks/spawned:tasks", m_spawned},
     {"/sched/workers:threads", m_workers},
-    {"/stacks/reserved:bytes", stack_reserved_bytes},
-    {"/stacks/resident:bytes", stack_resident_bytes},
+    {"/stacks/reserved:bytes", mote__stack_reserved_bytes},
+    {"/stacks/resident:bytes", mote__stack_resident_bytes},
     {"/stacks/in-use:stacks", m_in_use},
     {"/stacks/pooled:stacks", m_pooled},
     {"/stacks/trimmed:bytes", m_trimmed},
@@ -89,15 +89,15 @@ API int mote_metric(const char *name, uint64_t *value)
             metrics_hw_name(b, n, sizeof n);
             if (!strcmp(name, n)) {
                 sched_stats s;
-                sched_stats_read(&s);
+                mote__sched_stats_read(&s);
                 *value = s.highwater[b];
                 return 0;
             }
         }
         return -ENOENT;
     }
-    if (heap_metric)
-        return heap_metric(name, value);
+    if (mote__heap_metric)
+        return mote__heap_metric(name, value);
     return -ENOENT;
 }
 
@@ -108,14 +108,14 @@ API void mote_metric_each(void (*fn)(const char *, uint64_t, void *), void *ctx)
     for (size_t i = 0; i < METRICS_N; i++)
         fn(metrics_table[i].name, metrics_table[i].get(), ctx);
     sched_stats s;
-    sched_stats_read(&s);
+    mote__sched_stats_read(&s);
     for (int b = 0; b < TRIM_NBUCKET; b++) {
         char n[64];
         metrics_hw_name(b, n, sizeof n);
         fn(n, s.highwater[b], ctx);
     }
-    if (heap_metric_each)
-        heap_metric_each(fn, ctx);
+    if (mote__heap_metric_each)
+        mote__heap_metric_each(fn, ctx);
 }
 
 typedef struct metrics_out {

@@ -48,13 +48,13 @@ static void overflow_handler(int sig, siginfo_t *si, void *uc)
 {
     void *owner;
     size_t size;
-    if (stack_guard_hit((uintptr_t)si->si_addr, &owner, &size) && owner) {
+    if (mote__stack_guard_hit((uintptr_t)si->si_addr, &owner, &size) && owner) {
         const task *t = owner;
         char msg[256], nbuf[128], *p = msg, *end = msg + sizeof msg - 1;
         p = overflow_put(p, end, "mote: task ");
         p = overflow_putu(p, end, t->id);
         p = overflow_put(p, end, " (");
-        p = overflow_put(p, end, task_display_name(t, nbuf, sizeof nbuf));
+        p = overflow_put(p, end, mote__task_display_name(t, nbuf, sizeof nbuf));
         p = overflow_put(p, end, ") overflowed its ");
         if (size >= (1u << 20) && size % (1u << 20) == 0) {
             p = overflow_putu(p, end, size >> 20);
@@ -91,12 +91,12 @@ static void overflow_do_install(void)
     sigaction(SIGSEGV, &sa, &overflow_prev);
 }
 
-void overflow_install(void)
+void mote__overflow_install(void)
 {
     pthread_once(&overflow_once, overflow_do_install);
 }
 
-void overflow_thread_init(void)
+void mote__overflow_thread_init(void)
 {
     stack_t old;
     if (sigaltstack(NULL, &old) == 0 && !(old.ss_flags & SS_DISABLE))
@@ -112,7 +112,7 @@ void overflow_thread_init(void)
         munmap(p, OVERFLOW_ALTSTACK);
 }
 
-void overflow_thread_fini(void)
+void mote__overflow_thread_fini(void)
 {
     if (!overflow_altstack)
         return;

@@ -7,10 +7,10 @@
 
 /* Installs the handler once per process, keeping the previous one, to which
  * every fault that is not a guard hit is passed unchanged. */
-void overflow_install(void);
+void mote__overflow_install(void);
 /* Gives the calling worker thread an alternate signal stack if it has none;
  * fini removes the one it gave. */
-void overflow_thread_init(void);
-void overflow_thread_fini(void);
+void mote__overflow_thread_init(void);
+void mote__overflow_thread_fini(void);
 
 #endif

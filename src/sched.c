@@ -11,7 +11,7 @@
  *   - timers (timer.c), a stack cache (stack.c) and the trim state of its
  *     parked tasks (trim.c).  Owner only: a worker trims only its own
  *     tasks, between tasks, so no trim races a running task.
- * Tasks switch directly to the next task (one arch_switch); the worker's
+ * Tasks switch directly to the next task (one mote__arch_switch); the worker's
  * own context (sched_ctx, on the thread's stack) only runs when the worker
  * has nothing to do, and sleeps in the kernel after a short bounded spin.
  *
@@ -119,7 +119,7 @@ static struct {
 static uint64_t sched_total_spawned;
 
 static __thread worker *sched_tls_worker __attribute__((tls_model("initial-exec")));
-__thread task *sched_current __attribute__((tls_model("initial-exec")));
+__thread task *mote__sched_current __attribute__((tls_model("initial-exec")));
 
 /* ---- queues ------------------------------------------------------------ */
 
@@ -211,7 +211,7 @@ static void sched_wake(worker *v)
 {
     if (__atomic_load_n(&v->sleeping, __ATOMIC_SEQ_CST) &&
         __atomic_exchange_n(&v->sleeping, 0, __ATOMIC_SEQ_CST))
-        os_futex_wake(&v->sleeping, 1);
+        mote__os_futex_wake(&v->sleeping, 1);
 }
 
 /* A spawn left work behind: get an idle worker looking, unless one is
@@ -238,9 +238,9 @@ static void sched_release_dead(worker *w)
     task *d = w->dead;
     if (d) {
         w->dead = NULL;
-        trim_on_exit(&w->trim, d);
+        mote__trim_on_exit(&w->trim, d);
         sanfiber_destroy(&d->san);
-        task_destroy(d, &w->stacks);
+        mote__task_destroy(d, &w->stacks);
     }
 }
 
@@ -252,10 +252,10 @@ static void sched_switch(worker *w, task *from, task *to)
     arch_ctx *tc = to ? &to->ctx : &w->sched_ctx;
     sanfiber_ctx *fs = from ? &from->san : &w->san;
     w->current = to;
-    sched_current = to;
+    mote__sched_current = to;
     sanfiber_enter(fs, from && from == w->dead, to ? &to->san : &w->san);
     int saved_errno = errno; /* errno is the thread's: keep it the task's */
-    arch_switch(fc, tc);
+    mote__arch_switch(fc, tc);
     errno = saved_errno;
     sanfiber_landed(fs);
     sched_release_dead(w);
@@ -268,13 +268,13 @@ static void task_entry(void *arg);
  * again (nothing is lost) and the worker backs off. */
 static bool sched_adopt(worker *w, task *t)
 {
-    int r = stack_acquire(stack_cls(&t->stack), &w->stacks, &t->stack);
+    int r = mote__stack_acquire(stack_cls(&t->stack), &w->stacks, &t->stack);
     if (__builtin_expect(r != 0, 0)) {
         if (!w->starved_since)
             fprintf(stderr, "mote: no memory for the stack of a new task (%s); "
                             "it will start when stacks are freed\n",
                     mote_strerror(r));
-        w->starved_since = os_now_ns();
+        w->starved_since = mote__os_now_ns();
         fresh_push(w, t);
         return false;
     }
@@ -295,7 +295,7 @@ static bool sched_adopt(worker *w, task *t)
         t->id = w->id_next++;
     }
     stack_set_owner(&t->stack, t);
-    trim_on_start(&w->trim, t);
+    mote__trim_on_start(&w->trim, t);
     arch_ctx_init(&t->ctx, (void *)(stack_top(&t->stack) - STACK_TOP_RESERVED),
                   task_entry, t);
     sanfiber_create(&t->san, (void *)stack_lo(&t->stack), stack_top(&t->stack) - stack_lo(&t->stack));
@@ -305,10 +305,10 @@ static bool sched_adopt(worker *w, task *t)
 
 static void sched_run_timers(worker *w)
 {
-    int64_t now = os_now_ns();
+    int64_t now = mote__os_now_ns();
     task *t;
-    while ((t = timer_pop_due(&w->timers, now))) {
-        if (sched_claim(t)) {
+    while ((t = mote__timer_pop_due(&w->timers, now))) {
+        if (mote__sched_claim(t)) {
             t->wake_result = -ETIMEDOUT;
             rq_push(w, t);
         }
@@ -319,11 +319,11 @@ static void sched_run_timers(worker *w)
  * 10 ms (or now, when force). */
 static uint64_t sched_mem_used(bool force)
 {
-    int64_t now = os_now_ns(), last = LOAD(&rt.mem_checked);
+    int64_t now = mote__os_now_ns(), last = LOAD(&rt.mem_checked);
     if (force || now - last > 10 * 1000000) {
         if (force || __atomic_compare_exchange_n(&rt.mem_checked, &last, now, false,
                                                  __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-            uint64_t used = os_rss_bytes();
+            uint64_t used = mote__os_rss_bytes();
             STORE(&rt.mem_used, used);
             uint64_t lim = rt.cfg.memlimit;
             int was = LOAD(&rt.pressure);
@@ -351,7 +351,7 @@ static void sched_trim(worker *w, int64_t now)
         force = true;
     }
     if (force || now >= w->trim.next)
-        trim_run(&w->trim, &w->stacks, w->current, now, force);
+        mote__trim_run(&w->trim, &w->stacks, w->current, now, force);
 }
 
 static void sched_release_request(worker *ws)
@@ -361,7 +361,7 @@ static void sched_release_request(worker *ws)
         sched_wake(&ws[i]);
 }
 
-void sched_mem_release(void)
+void mote__sched_mem_release(void)
 {
     /* Each worker trims its own stacks (only it may touch them): ask, and
      * wake the sleepers so they act now. */
@@ -385,11 +385,11 @@ static task *sched_pick(worker *w)
     if (w->timers.n && (!(w->tick & 63) || !w->rq_head))
         sched_run_timers(w);
     if (w->trim.next != INT64_MAX && (!(w->tick & 63) || w->trim.delay == 0))
-        sched_trim(w, os_now_ns());
+        sched_trim(w, mote__os_now_ns());
     if (w->rq_head && w->tick % 61)
         return rq_pop(w);
     if (__builtin_expect(w->starved_since != 0, 0) &&
-        os_now_ns() - w->starved_since > SCHED_STARVED_BACKOFF)
+        mote__os_now_ns() - w->starved_since > SCHED_STARVED_BACKOFF)
         w->starved_since = 0;
     if (!w->starved_since) {
         task *t = fresh_take(w, 1, true);
@@ -436,14 +436,14 @@ static bool sched_has_work(worker *w)
     if (w->starved_since) /* fresh tasks can't start yet: only wait */
         return __atomic_load_n(&w->inbox, __ATOMIC_SEQ_CST) ||
                LOAD(&rt.shutdown) ||
-               os_now_ns() - w->starved_since > SCHED_STARVED_BACKOFF;
+               mote__os_now_ns() - w->starved_since > SCHED_STARVED_BACKOFF;
     if (__atomic_load_n(&w->inbox, __ATOMIC_SEQ_CST) ||
         __atomic_load_n(&w->fresh_n, __ATOMIC_SEQ_CST) || LOAD(&rt.shutdown))
         return true;
     for (int i = 0; i < rt.nworkers; i++)
         if (__atomic_load_n(&rt.w[i].fresh_n, __ATOMIC_SEQ_CST))
             return true;
-    return w->timers.n && timer_next(&w->timers) <= os_now_ns();
+    return w->timers.n && mote__timer_next(&w->timers) <= mote__os_now_ns();
 }
 
 static void sched_report_deadlock(void);
@@ -479,12 +479,12 @@ static void sched_idle(worker *w)
     __atomic_fetch_sub(&rt.nspinning, 1, __ATOMIC_SEQ_CST);
 
     /* Parked stacks give pages back while the worker has nothing to do. */
-    sched_trim(w, os_now_ns());
+    sched_trim(w, mote__os_now_ns());
 
     __atomic_store_n(&w->sleeping, 1, __ATOMIC_SEQ_CST);
     __atomic_fetch_add(&rt.nsleeping, 1, __ATOMIC_SEQ_CST);
     if (!sched_has_work(w)) {
-        int64_t tnext = timer_next(&w->timers), next = tnext;
+        int64_t tnext = mote__timer_next(&w->timers), next = tnext;
         if (w->starved_since && w->starved_since + SCHED_STARVED_BACKOFF < next)
             next = w->starved_since + SCHED_STARVED_BACKOFF;
         if (w->trim.next < next)
@@ -506,12 +506,12 @@ static void sched_idle(worker *w)
         if (!LOAD(&rt.shutdown)) {
             int64_t wait = -1;
             if (next != INT64_MAX) {
-                wait = next - os_now_ns();
+                wait = next - mote__os_now_ns();
                 if (wait < 0)
                     wait = 0;
             }
             if (wait != 0)
-                os_futex_wait(&w->sleeping, 1, wait);
+                mote__os_futex_wait(&w->sleeping, 1, wait);
         }
         if (counted) {
             pthread_mutex_lock(&rt.idle_lock);
@@ -546,11 +546,11 @@ static void *sched_thread(void *arg)
 {
     worker *w = arg;
     sched_tls_worker = w;
-    overflow_thread_init();
+    mote__overflow_thread_init();
     sanfiber_thread_init(&w->san);
     sched_loop(w);
     sanfiber_thread_fini(&w->san);
-    overflow_thread_fini();
+    mote__overflow_thread_fini();
     sched_tls_worker = NULL;
     return NULL;
 }
@@ -566,7 +566,7 @@ static _Noreturn void sched_exit(worker *w, task *t)
     if (t->all_next)
         t->all_next->all_prev = t->all_prev;
     if (t->timer_idx != TIMER_NONE)
-        timer_cancel(&w->timers, t);
+        mote__timer_cancel(&w->timers, t);
     COUNT(&w->n_exited, 1);
     if (t->is_main) {
         __atomic_store_n(&rt.shutdown, 1, __ATOMIC_SEQ_CST);
@@ -589,12 +589,12 @@ static void task_entry(void *arg)
     sched_exit(t->worker, t);
 }
 
-uint64_t sched_task_id(const task *t)
+uint64_t mote__sched_task_id(const task *t)
 {
     return t->id;
 }
 
-void sched_prepare_wait(const char *why, const void *obj)
+void mote__sched_prepare_wait(const char *why, const void *obj)
 {
     task *t = sched_self();
     t->wait_why = why;
@@ -602,7 +602,7 @@ void sched_prepare_wait(const char *why, const void *obj)
     __atomic_store_n(&t->wait_state, TASK_WAITING, __ATOMIC_RELEASE);
 }
 
-bool sched_claim(task *t)
+bool mote__sched_claim(task *t)
 {
     int expect = TASK_WAITING;
     return __atomic_compare_exchange_n(&t->wait_state, &expect, TASK_CLAIMED,
@@ -610,7 +610,7 @@ bool sched_claim(task *t)
                                        __ATOMIC_RELAXED);
 }
 
-void sched_ready(task *t, int result)
+void mote__sched_ready(task *t, int result)
 {
     t->wake_result = result;
     worker *v = t->worker, *w = sched_tls_worker;
@@ -624,36 +624,36 @@ void sched_ready(task *t, int result)
     sched_wake(v);
 }
 
-int sched_park_until(int64_t deadline)
+int mote__sched_park_until(int64_t deadline)
 {
     worker *w = sched_tls_worker;
     task *t = w->current;
-    if (deadline >= 0 && timer_add(&w->timers, t, deadline)) {
+    if (deadline >= 0 && mote__timer_add(&w->timers, t, deadline)) {
         /* No memory for the timer: end the wait now if nobody else has. */
-        if (sched_claim(t)) {
+        if (mote__sched_claim(t)) {
             __atomic_store_n(&t->wait_state, TASK_RUNNING, __ATOMIC_RELAXED);
             return -ENOMEM;
         }
     }
     COUNT(&w->n_blocked, 1);
-    trim_on_park(&w->trim, t);
+    mote__trim_on_park(&w->trim, t);
     task *next = sched_pick(w);
     if (next != t)
         sched_switch(w, t, next);
     COUNT(&w->n_blocked, -1);
     if (t->timer_idx != TIMER_NONE)
-        timer_cancel(&w->timers, t);
+        mote__timer_cancel(&w->timers, t);
     t->wait_why = NULL;
     __atomic_store_n(&t->wait_state, TASK_RUNNING, __ATOMIC_RELAXED);
     return t->wake_result;
 }
 
-int sched_park(void)
+int mote__sched_park(void)
 {
-    return sched_park_until(-1);
+    return mote__sched_park_until(-1);
 }
 
-_Noreturn void sched_die_not_task(const char *fn)
+_Noreturn void mote__sched_die_not_task(const char *fn)
 {
     fprintf(stderr, "mote: %s() called outside a task: it would block this "
                     "thread forever\n", fn);
@@ -668,7 +668,7 @@ API int mote_go_ex(mote_fn fn, void *arg, const mote_task_opts *opts)
         return -EINVAL;
     int cls;
     if (opts && opts->stack_size) {
-        cls = stack_class_of(opts->stack_size);
+        cls = mote__stack_class_of(opts->stack_size);
         if (cls < 0)
             return -EINVAL;
     } else {
@@ -681,7 +681,7 @@ API int mote_go_ex(mote_fn fn, void *arg, const mote_task_opts *opts)
     worker *w = sched_tls_worker;
     if (w) {
         task *t;
-        int r = task_create(fn, arg, name, cls < 0 ? rt.default_cls : cls, &t);
+        int r = mote__task_create(fn, arg, name, cls < 0 ? rt.default_cls : cls, &t);
         if (r)
             return r;
         COUNT(&w->n_spawned, 1);
@@ -698,7 +698,7 @@ API int mote_go_ex(mote_fn fn, void *arg, const mote_task_opts *opts)
     }
     __atomic_store_n(&rt.external_seen, 1, __ATOMIC_SEQ_CST);
     task *t;
-    int r = task_create(fn, arg, name, cls < 0 ? rt.default_cls : cls, &t);
+    int r = mote__task_create(fn, arg, name, cls < 0 ? rt.default_cls : cls, &t);
     if (r == 0) {
         t->id = __atomic_fetch_add(&rt.next_id, 1, __ATOMIC_RELAXED);
         __atomic_fetch_add(&rt.ext_spawned, 1, __ATOMIC_RELAXED);
@@ -726,7 +726,7 @@ API const char *mote_name(void)
 {
     task *t = sched_self();
     static __thread char buf[128];
-    return t ? task_display_name(t, buf, sizeof buf) : NULL;
+    return t ? mote__task_display_name(t, buf, sizeof buf) : NULL;
 }
 
 API void mote_yield(void)
@@ -745,7 +745,7 @@ API void mote_yield(void)
 
 API int64_t mote_now(void)
 {
-    return os_now_ns();
+    return mote__os_now_ns();
 }
 
 API int mote_sleep(int64_t ns)
@@ -756,10 +756,10 @@ API int mote_sleep(int64_t ns)
         mote_yield();
         return 0;
     }
-    int64_t now = os_now_ns();
+    int64_t now = mote__os_now_ns();
     int64_t deadline = ns > INT64_MAX - now ? INT64_MAX : now + ns;
-    sched_prepare_wait("sleep", NULL);
-    int r = sched_park_until(deadline);
+    mote__sched_prepare_wait("sleep", NULL);
+    int r = mote__sched_park_until(deadline);
     return r == -ENOMEM ? r : 0;
 }
 
@@ -776,7 +776,7 @@ static void sched_backtrace(const task *t)
     bool inside_mote = true;
     for (int depth = 0; depth < 24 && ret; depth++) {
         char name[128];
-        if (!symbol_name((void *)(ret - 1), name, sizeof name))
+        if (!mote__symbol_name((void *)(ret - 1), name, sizeof name))
             snprintf(name, sizeof name, "%p", (void *)ret);
         /* the scheduler's own frames say nothing the [why] does not */
         if (!(inside_mote && !strncmp(name, "sched_", 6)))
@@ -804,7 +804,7 @@ static void sched_report_deadlock(void)
             char buf[128];
             const char *why = t->wait_why ? t->wait_why : "running";
             fprintf(stderr, "  task %llu (%s) [%s", (unsigned long long)t->id,
-                    task_display_name(t, buf, sizeof buf), why);
+                    mote__task_display_name(t, buf, sizeof buf), why);
             if (t->wait_obj)
                 fprintf(stderr, " %p", t->wait_obj);
             fprintf(stderr, "] on worker %d\n", i);
@@ -839,25 +839,25 @@ static void sched_teardown(int started)
             task *t = w->all;
             w->all = t->all_next;
             sanfiber_destroy(&t->san);
-            task_destroy(t, &w->stacks);
+            mote__task_destroy(t, &w->stacks);
         }
         task *t;
         while ((t = fresh_take(w, UINT32_MAX, true))) {
             while (t) {
                 task *n = t->next;
-                task_destroy(t, &w->stacks);
+                mote__task_destroy(t, &w->stacks);
                 t = n;
             }
         }
-        trim_fini(&w->trim);
-        timer_free(&w->timers);
-        stack_cache_drain(&w->stacks);
+        mote__trim_fini(&w->trim);
+        mote__timer_free(&w->timers);
+        mote__stack_cache_drain(&w->stacks);
     }
     uint64_t spawned = __atomic_load_n(&rt.ext_spawned, __ATOMIC_RELAXED);
     for (int i = 0; i < rt.nworkers; i++)
         spawned += rt.w[i].n_spawned;
     __atomic_fetch_add(&sched_total_spawned, spawned, __ATOMIC_RELAXED);
-    stack_reset();
+    mote__stack_reset();
     worker *ws = rt.w;
     __atomic_store_n(&rt.w, NULL, __ATOMIC_RELEASE);
     rt.nworkers = 0;
@@ -873,14 +873,14 @@ API int mote_run(mote_fn main_fn, void *arg)
     if (!__atomic_compare_exchange_n(&rt.state, &expect, 1, false,
                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         return -EBUSY;
-    int r = config_load(&rt.cfg);
+    int r = mote__config_load(&rt.cfg);
     if (r == 0)
-        r = heap_check_env(); /* the allocator's own variables, read at its start */
+        r = mote__heap_check_env(); /* the allocator's own variables, read at its start */
     if (r) {
         __atomic_store_n(&rt.state, 0, __ATOMIC_RELEASE);
         return r;
     }
-    overflow_install();
+    mote__overflow_install();
     int n = rt.cfg.workers;
     worker *ws = mote_aligned_alloc(64, sizeof(worker) * (size_t)n);
     if (!ws) {
@@ -888,7 +888,7 @@ API int mote_run(mote_fn main_fn, void *arg)
         return -ENOMEM;
     }
     memset(ws, 0, sizeof(worker) * (size_t)n);
-    rt.default_cls = stack_class_of(rt.cfg.stack_size);
+    rt.default_cls = mote__stack_class_of(rt.cfg.stack_size);
     rt.result = 0;
     rt.next_id = 1;
     rt.ext_spawned = 0;
@@ -902,7 +902,7 @@ API int mote_run(mote_fn main_fn, void *arg)
     for (int i = 0; i < n; i++) {
         ws[i].index = i;
         ws[i].rng = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
-        trim_init(&ws[i].trim, rt.cfg.trim);
+        mote__trim_init(&ws[i].trim, rt.cfg.trim);
     }
     rt.nworkers = n;
     __atomic_store_n(&rt.w, ws, __ATOMIC_RELEASE);
@@ -911,10 +911,10 @@ API int mote_run(mote_fn main_fn, void *arg)
     w0->thread = pthread_self();
     sched_tls_worker = w0;
     task *m;
-    r = task_create(main_fn, arg, "main", rt.default_cls, &m);
+    r = mote__task_create(main_fn, arg, "main", rt.default_cls, &m);
     if (r == 0 && !sched_adopt(w0, m)) { /* it went back to the fresh queue */
         fresh_take(w0, 1, true);
-        task_destroy(m, &w0->stacks);
+        mote__task_destroy(m, &w0->stacks);
         r = -ENOMEM;
     }
     if (r) {
@@ -927,7 +927,7 @@ API int mote_run(mote_fn main_fn, void *arg)
     COUNT(&w0->n_spawned, 1);
     rq_push(w0, m);
 
-    overflow_thread_init();
+    mote__overflow_thread_init();
     sanfiber_thread_init(&w0->san);
     int started = 1;
     for (; started < n; started++) {
@@ -941,7 +941,7 @@ API int mote_run(mote_fn main_fn, void *arg)
     }
     sched_loop(w0);
     sanfiber_thread_fini(&w0->san);
-    overflow_thread_fini();
+    mote__overflow_thread_fini();
     sched_tls_worker = NULL;
     sched_teardown(started);
     r = rt.result;
@@ -953,11 +953,11 @@ API int mote_run(mote_fn main_fn, void *arg)
 
 #include "sched_stats.h"
 
-void sched_stats_read(sched_stats *s)
+void mote__sched_stats_read(sched_stats *s)
 {
     memset(s, 0, sizeof *s);
     s->spawned = __atomic_load_n(&sched_total_spawned, __ATOMIC_RELAXED);
-    s->stacks_trimmed = trim_total_trimmed();
+    s->stacks_trimmed = mote__trim_total_trimmed();
     pthread_rwlock_rdlock(&rt.ext_lock);
     worker *ws = __atomic_load_n(&rt.w, __ATOMIC_ACQUIRE);
     if (ws) {
@@ -976,7 +976,7 @@ void sched_stats_read(sched_stats *s)
             for (int b = 0; b < TRIM_NBUCKET; b++)
                 s->highwater[b] += LOAD(&ws[i].trim.hist[b]);
         }
-        s->stacks_pooled += stack_pooled_global();
+        s->stacks_pooled += mote__stack_pooled_global();
         s->workers = (uint64_t)rt.nworkers;
         s->spawned += spawned;
         s->live = spawned > exited ? spawned - exited : 0;

@@ -16,6 +16,6 @@ typedef struct sched_stats {
     uint64_t highwater[TRIM_NBUCKET]; /* live tasks by last high water */
 } sched_stats;
 
-void sched_stats_read(sched_stats *s);
+void mote__sched_stats_read(sched_stats *s);
 
 #endif

@@ -25,7 +25,7 @@
  * Locking: channel locks only, always in address order, never held across
  * a park.  The peer that completes a case does the data copy itself (into or
  * out of the case's elem) before readying the task, exactly as for a plain
- * send or receive; it passes the case index through sched_ready.
+ * send or receive; it passes the case index through mote__sched_ready.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -191,8 +191,8 @@ static bool select_try(mote_case *cs, task **peer, int *peer_val)
 static _Noreturn void select_block_forever(void)
 {
     for (;;) { /* nothing claims us; deadlock detection reports the task */
-        sched_prepare_wait("select (no cases)", NULL);
-        sched_park();
+        mote__sched_prepare_wait("select (no cases)", NULL);
+        mote__sched_park();
     }
 }
 
@@ -231,8 +231,8 @@ MOTE_API int mote_select(mote_case *cases, size_t n, int64_t timeout_ns)
         if (timeout_ns < 0)
             select_block_forever();
         for (;;) { /* only the timer can claim us */
-            sched_prepare_wait("select", cases);
-            if (sched_park_until(deadline) == -ETIMEDOUT)
+            mote__sched_prepare_wait("select", cases);
+            if (mote__sched_park_until(deadline) == -ETIMEDOUT)
                 return -ETIMEDOUT;
         }
     }
@@ -280,7 +280,7 @@ MOTE_API int mote_select(mote_case *cases, size_t n, int64_t timeout_ns)
         spin_unlock(&c->lock);
         if (done) {
             if (peer)
-                sched_ready(peer, peer_val);
+                mote__sched_ready(peer, peer_val);
             if (heap)
                 mote_free(heap);
             return (int)i;
@@ -296,7 +296,7 @@ MOTE_API int mote_select(mote_case *cases, size_t n, int64_t timeout_ns)
         if (select_try(&cases[i], &peer, &peer_val)) {
             select_unlock(cases, lockorder, live);
             if (peer)
-                sched_ready(peer, peer_val);
+                mote__sched_ready(peer, peer_val);
             if (heap)
                 mote_free(heap);
             return (int)i;
@@ -310,7 +310,7 @@ MOTE_API int mote_select(mote_case *cases, size_t n, int64_t timeout_ns)
     }
 
     /* Nothing ready: wait on every live case at once. */
-    sched_prepare_wait("select", cases);
+    mote__sched_prepare_wait("select", cases);
     for (uint32_t k = 0; k < live; k++) {
         uint32_t i = lockorder[k];
         chan_waiter *w = &rec[k];
@@ -324,7 +324,7 @@ MOTE_API int mote_select(mote_case *cases, size_t n, int64_t timeout_ns)
     }
     select_unlock(cases, lockorder, live);
 
-    int r = sched_park_until(deadline);
+    int r = mote__sched_park_until(deadline);
 
     /* Claimed (by a peer or the timer): no one else will complete a case of
      * ours, but our other records may still be queued.  With one record and

@@ -4,7 +4,7 @@
  * Locking: each class has a spin lock over its free list and bump pointer.
  * The chunk registry is append-only while a runtime runs: entries are
  * written before the count is published (release), so the overflow handler
- * and metric readers walk it without a lock; stack_reset, which empties it,
+ * and metric readers walk it without a lock; mote__stack_reset, which empties it,
  * runs only when no task exists.  Per-worker caches are owned by their
  * worker and need no lock.
  */
@@ -58,7 +58,7 @@ static int stack_chunk_lock;
 
 #define STACK_LINK(top) (((uintptr_t *)(top))[-2])
 
-int stack_class_of(size_t size)
+int mote__stack_class_of(size_t size)
 {
     if (size < STACK_MIN || size > STACK_MAX)
         return -EINVAL;
@@ -112,7 +112,7 @@ static int stack_grow(int cls, stack_class *k)
         spin_unlock(&stack_chunk_lock);
         return -ENOMEM;
     }
-    void *p = os_reserve_named(len, "mote-stacks");
+    void *p = mote__os_reserve_named(len, "mote-stacks");
     if (!p) {
         spin_unlock(&stack_chunk_lock);
         return -ENOMEM;
@@ -172,8 +172,8 @@ static bool stack_take_cold(int cls, uintptr_t *top)
     spin_unlock(&k->lock);
     /* After a renewal the slot may have lost its guard; installing one
      * again over an existing guard is harmless. */
-    if (guard && os_guard((void *)(*top - stack_slot_bytes(cls)), STACK_GUARD)) {
-        stack_make_cold(cls, top, 1);
+    if (guard && mote__os_guard((void *)(*top - stack_slot_bytes(cls)), STACK_GUARD)) {
+        mote__stack_make_cold(cls, top, 1);
         return false;
     }
     return ok;
@@ -213,14 +213,14 @@ static int stack_fresh(int cls, stack_cache *cache, uintptr_t *top)
     spin_lock(&k->lock);
     stack_chunk_out(k, base + slot);
     spin_unlock(&k->lock);
-    int r = os_guard((void *)base, STACK_GUARD);
+    int r = mote__os_guard((void *)base, STACK_GUARD);
     if (r)
         return r; /* the slot stays unused: an address-space leak only */
     *top = base + stack_slot_bytes(cls);
     return 0;
 }
 
-int stack_acquire(int cls, stack_cache *cache, stack_slot *out)
+int mote__stack_acquire(int cls, stack_cache *cache, stack_slot *out)
 {
     uintptr_t top;
     if (!cache->head[cls])
@@ -284,7 +284,7 @@ static void stack_spill(int cls, stack_cache *cache, unsigned keep)
     spin_unlock(&k->lock);
 }
 
-size_t stack_cache_take_lru(stack_cache *cache, int cls, size_t n,
+size_t mote__stack_cache_take_lru(stack_cache *cache, int cls, size_t n,
                             uintptr_t *tops)
 {
     uint32_t count = cache->count[cls];
@@ -296,7 +296,7 @@ size_t stack_cache_take_lru(stack_cache *cache, int cls, size_t n,
     return n;
 }
 
-size_t stack_class_take_free(int cls, uintptr_t *tops, size_t max)
+size_t mote__stack_class_take_free(int cls, uintptr_t *tops, size_t max)
 {
     stack_class *k = &stack_classes[cls];
     if (!__atomic_load_n(&k->free_count, __ATOMIC_RELAXED))
@@ -319,13 +319,13 @@ size_t stack_class_take_free(int cls, uintptr_t *tops, size_t max)
  * held. */
 static void stack_renew_chunk(stack_class *k, stack_chunk *c)
 {
-    if (os_renew((void *)c->base, c->end - c->base, "mote-stacks") == 0) {
+    if (mote__os_renew((void *)c->base, c->end - c->base, "mote-stacks") == 0) {
         c->dirty = false;
         k->cold_unguarded = true;
     }
 }
 
-void stack_make_cold(int cls, const uintptr_t *tops, size_t n)
+void mote__stack_make_cold(int cls, const uintptr_t *tops, size_t n)
 {
     stack_class *k = &stack_classes[cls];
     spin_lock(&k->lock);
@@ -351,7 +351,7 @@ void stack_make_cold(int cls, const uintptr_t *tops, size_t n)
     spin_unlock(&k->lock);
 }
 
-uint64_t stack_pooled_global(void)
+uint64_t mote__stack_pooled_global(void)
 {
     uint64_t n = 0;
     for (int c = 0; c < STACK_NCLASS; c++)
@@ -360,7 +360,7 @@ uint64_t stack_pooled_global(void)
     return n;
 }
 
-void stack_release(const stack_slot *s, stack_cache *cache)
+void mote__stack_release(const stack_slot *s, stack_cache *cache)
 {
     int cls = stack_cls(s);
     uintptr_t top = stack_top(s);
@@ -372,14 +372,14 @@ void stack_release(const stack_slot *s, stack_cache *cache)
         stack_spill(cls, cache, STACK_CACHE_MAX / 2);
 }
 
-void stack_cache_drain(stack_cache *cache)
+void mote__stack_cache_drain(stack_cache *cache)
 {
     for (int c = 0; c < STACK_NCLASS; c++)
         if (cache->head[c])
             stack_spill(c, cache, 0);
 }
 
-bool stack_guard_hit(uintptr_t addr, void **owner, size_t *size)
+bool mote__stack_guard_hit(uintptr_t addr, void **owner, size_t *size)
 {
     uint32_t n = __atomic_load_n(&stack_nchunks, __ATOMIC_ACQUIRE);
     for (uint32_t i = 0; i < n; i++) {
@@ -397,13 +397,13 @@ bool stack_guard_hit(uintptr_t addr, void **owner, size_t *size)
     return false;
 }
 
-void stack_reset(void)
+void mote__stack_reset(void)
 {
     spin_lock(&stack_chunk_lock);
     uint32_t n = __atomic_load_n(&stack_nchunks, __ATOMIC_RELAXED);
     __atomic_store_n(&stack_nchunks, 0, __ATOMIC_RELEASE);
     for (uint32_t i = 0; i < n; i++)
-        os_release((void *)stack_chunks[i].base,
+        mote__os_release((void *)stack_chunks[i].base,
                    stack_chunks[i].end - stack_chunks[i].base);
     for (int c = 0; c < STACK_NCLASS; c++)
         mote_free(stack_classes[c].cold);
@@ -411,7 +411,7 @@ void stack_reset(void)
     spin_unlock(&stack_chunk_lock);
 }
 
-uint64_t stack_reserved_bytes(void)
+uint64_t mote__stack_reserved_bytes(void)
 {
     uint32_t n = __atomic_load_n(&stack_nchunks, __ATOMIC_ACQUIRE);
     uint64_t total = 0;
@@ -420,7 +420,7 @@ uint64_t stack_reserved_bytes(void)
     return total;
 }
 
-uint64_t stack_resident_bytes(void)
+uint64_t mote__stack_resident_bytes(void)
 {
     static uintptr_t lo[STACK_MAX_CHUNKS], hi[STACK_MAX_CHUNKS];
     static int scratch_lock;
@@ -431,7 +431,7 @@ uint64_t stack_resident_bytes(void)
         lo[i] = stack_chunks[i].base;
         hi[i] = stack_chunks[i].end;
     }
-    uint64_t r = n ? os_rss_in_ranges(lo, hi, n) : 0;
+    uint64_t r = n ? mote__os_rss_in_ranges(lo, hi, n) : 0;
     spin_unlock(&scratch_lock);
     return r;
 }

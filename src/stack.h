@@ -41,7 +41,7 @@ typedef struct stack_cache {
 } stack_cache;
 
 /* The class for a requested size, or -EINVAL when out of range. */
-int stack_class_of(size_t size);
+int mote__stack_class_of(size_t size);
 
 static inline size_t stack_class_size(int cls)
 {
@@ -71,11 +71,11 @@ static inline stack_slot stack_unplaced(int cls)
 }
 
 /* Takes a slot of class cls, from cache first.  0 or -ENOMEM. */
-int stack_acquire(int cls, stack_cache *cache, stack_slot *out);
+int mote__stack_acquire(int cls, stack_cache *cache, stack_slot *out);
 /* Returns a slot to cache (spilling half of a full cache to the class). */
-void stack_release(const stack_slot *s, stack_cache *cache);
+void mote__stack_release(const stack_slot *s, stack_cache *cache);
 /* Moves every slot of cache back to the classes. */
-void stack_cache_drain(stack_cache *cache);
+void mote__stack_cache_drain(stack_cache *cache);
 
 /* Records the owner of a slot (read by the overflow handler). */
 static inline void stack_set_owner(const stack_slot *s, void *owner)
@@ -85,7 +85,7 @@ static inline void stack_set_owner(const stack_slot *s, void *owner)
 
 /* Async-signal-safe: if addr is in some slot's guard, its owner pointer
  * (as stored by stack_set_owner) and usable size; else false. */
-bool stack_guard_hit(uintptr_t addr, void **owner, size_t *size);
+bool mote__stack_guard_hit(uintptr_t addr, void **owner, size_t *size);
 
 /* The slot after top in a cache's list (0 at the end). */
 static inline uintptr_t stack_next(uintptr_t top)
@@ -95,21 +95,21 @@ static inline uintptr_t stack_next(uintptr_t top)
 
 /* Detaches the n least recently used slots of cache's class cls into tops
  * (n is clamped to what it holds); returns how many. */
-size_t stack_cache_take_lru(stack_cache *cache, int cls, size_t n,
+size_t mote__stack_cache_take_lru(stack_cache *cache, int cls, size_t n,
                             uintptr_t *tops);
 /* Moves the class free list (slots spilled by caches) into tops, at most
  * max; returns how many. */
-size_t stack_class_take_free(int cls, uintptr_t *tops, size_t max);
+size_t mote__stack_class_take_free(int cls, uintptr_t *tops, size_t max);
 /* Adds fully decommitted slots to the class's cold pool; a slot that cannot
  * be recorded (no memory) simply stays unused. */
-void stack_make_cold(int cls, const uintptr_t *tops, size_t n);
+void mote__stack_make_cold(int cls, const uintptr_t *tops, size_t n);
 /* Slots pooled: free in caches (summed by the caller), class lists, cold. */
-uint64_t stack_pooled_global(void);
+uint64_t mote__stack_pooled_global(void);
 
 /* Unmaps every chunk: only when no task exists (end of mote_run). */
-void stack_reset(void);
+void mote__stack_reset(void);
 
-uint64_t stack_reserved_bytes(void);
-uint64_t stack_resident_bytes(void); /* measured: /proc/self/smaps */
+uint64_t mote__stack_reserved_bytes(void);
+uint64_t mote__stack_resident_bytes(void); /* measured: /proc/self/smaps */
 
 #endif /* MOTE_STACK_H */

@@ -78,7 +78,7 @@ out:
     return found;
 }
 
-_Bool symbol_name(const void *addr, char *buf, size_t len)
+_Bool mote__symbol_name(const void *addr, char *buf, size_t len)
 {
     Dl_info info;
     struct link_map *map = NULL;

@@ -11,6 +11,6 @@
 /* Writes the name of the function containing addr into buf; false when
  * none is found.  Uses only open/read/mmap, so it also works from the
  * overflow handler. */
-_Bool symbol_name(const void *addr, char *buf, size_t len);
+_Bool mote__symbol_name(const void *addr, char *buf, size_t len);
 
 #endif

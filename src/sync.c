@@ -5,7 +5,7 @@
  *
  * Each object has a spinlock (the `lock` field) guarding its queue; it is
  * never held across a park.  Wake-ups follow sched.h: pop and claim under
- * the lock, drop the lock, then sched_ready().
+ * the lock, drop the lock, then mote__sched_ready().
  *
  * Mutex.  `state` holds three bits, changed only by atomic CAS:
  *   SYNC_LOCKED   held;
@@ -89,7 +89,7 @@ MOTE_API int mote_wg_add(mote_wg *wg, int64_t delta)
     while (list) {
         w = list;
         list = w->next;
-        sched_ready(w->t, 0);
+        mote__sched_ready(w->t, 0);
     }
     return 0;
 }
@@ -116,14 +116,14 @@ MOTE_API void mote_wg_wait(mote_wg *wg)
     }
     if (!self) {
         spin_unlock(&wg->lock);
-        sched_die_not_task("mote_wg_wait");
+        mote__sched_die_not_task("mote_wg_wait");
     }
     chan_waiter w;
     sync_waiter_init(&w, self);
-    sched_prepare_wait("wait group", wg);
+    mote__sched_prepare_wait("wait group", wg);
     chan_waitq_push(&wg->waiters, &w);
     spin_unlock(&wg->lock);
-    sched_park();
+    mote__sched_park();
 }
 
 /* ---- mutexes ---------------------------------------------------------- */
@@ -167,12 +167,12 @@ static void sync_mutex_lock_slow(mote_mutex *m, task *self)
         if (woken) {
             chan_waitq_push_front(&m->waiters, &w); /* keep seniority */
         } else {
-            w.since = os_coarse_ns();
+            w.since = mote__os_coarse_ns();
             chan_waitq_push(&m->waiters, &w);
         }
-        sched_prepare_wait("mutex lock", m);
+        mote__sched_prepare_wait("mutex lock", m);
         spin_unlock(&m->lock);
-        if (sched_park() == SYNC_WAKE_HANDOFF) {
+        if (mote__sched_park() == SYNC_WAKE_HANDOFF) {
             /* The unlocker kept SYNC_LOCKED set for us; the ready hand-off
              * (release by the waker, acquire by our worker) orders its
              * critical section before ours: no fence needed. */
@@ -191,7 +191,7 @@ MOTE_API void mote_mutex_lock(mote_mutex *m)
     }
     task *self = sched_self();
     if (!self)
-        sched_die_not_task("mote_mutex_lock");
+        mote__sched_die_not_task("mote_mutex_lock");
     int s = 0;
     if (__builtin_expect(sync_cas(&m->state, &s, SYNC_LOCKED,
                                   __ATOMIC_ACQUIRE), 1)) {
@@ -250,7 +250,7 @@ MOTE_API int mote_mutex_unlock(mote_mutex *m)
         }
         chan_waiter *w = (chan_waiter *)m->waiters.head;
         int wake = 0;
-        if (w && os_coarse_ns() - w->since >= SYNC_STARVE_NS) {
+        if (w && mote__os_coarse_ns() - w->since >= SYNC_STARVE_NS) {
             wake = SYNC_WAKE_HANDOFF; /* stays locked, now for w */
         } else if (w && !(s & SYNC_WOKEN)) {
             wake = SYNC_WAKE_RETRY;
@@ -287,11 +287,11 @@ MOTE_API int mote_mutex_unlock(mote_mutex *m)
         chan_waitq_remove(&m->waiters, w);
         /* Mutex waiters have no timer and sit in one queue: the claim
          * cannot fail. */
-        bool claimed = sched_claim(w->t);
+        bool claimed = mote__sched_claim(w->t);
         (void)claimed;
         task *t = w->t;
         spin_unlock(&m->lock);
-        sched_ready(t, wake);
+        mote__sched_ready(t, wake);
         return 0;
     }
 }
@@ -308,11 +308,11 @@ static int sync_cond_wait(mote_cond *c, mote_mutex *m, int64_t deadline)
     chan_waiter w;
     sync_waiter_init(&w, self);
     spin_lock(&c->lock);
-    sched_prepare_wait("cond wait", c);
+    mote__sched_prepare_wait("cond wait", c);
     chan_waitq_push(&c->waiters, &w);
     spin_unlock(&c->lock);
     mote_mutex_unlock(m);
-    int r = sched_park_until(deadline);
+    int r = mote__sched_park_until(deadline);
     if (r < 0) {
         /* -ETIMEDOUT (or -ENOMEM for the timer): we claimed ourselves; a
          * signaller may have popped the record and lost the claim (it then
@@ -333,7 +333,7 @@ MOTE_API void mote_cond_wait(mote_cond *c, mote_mutex *m)
         abort();
     }
     if (!sched_self())
-        sched_die_not_task("mote_cond_wait");
+        mote__sched_die_not_task("mote_cond_wait");
     if (sync_cond_wait(c, m, -1) != 0) {
         fprintf(stderr, "mote: mote_cond_wait: the mutex is not locked\n");
         abort();
@@ -361,7 +361,7 @@ MOTE_API void mote_cond_signal(mote_cond *c)
     chan_waiter *w = chan_waitq_claim(&c->waiters);
     spin_unlock(&c->lock);
     if (w)
-        sched_ready(w->t, 0);
+        mote__sched_ready(w->t, 0);
 }
 
 MOTE_API void mote_cond_broadcast(mote_cond *c)
@@ -378,6 +378,6 @@ MOTE_API void mote_cond_broadcast(mote_cond *c)
     while (list) {
         w = list;
         list = w->next;
-        sched_ready(w->t, 0);
+        mote__sched_ready(w->t, 0);
     }
 }

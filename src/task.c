@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-int task_create(mote_fn fn, void *arg, const char *name, int cls, task **out)
+int mote__task_create(mote_fn fn, void *arg, const char *name, int cls, task **out)
 {
     task *t = mote_malloc(sizeof *t);
     if (!t)
@@ -27,18 +27,18 @@ int task_create(mote_fn fn, void *arg, const char *name, int cls, task **out)
     return 0;
 }
 
-void task_destroy(task *t, stack_cache *cache)
+void mote__task_destroy(task *t, stack_cache *cache)
 {
     if (t->started)
-        stack_release(&t->stack, cache);
+        mote__stack_release(&t->stack, cache);
     mote_free(t);
 }
 
-const char *task_display_name(const task *t, char *buf, size_t len)
+const char *mote__task_display_name(const task *t, char *buf, size_t len)
 {
     if (t->name)
         return t->name;
-    if (symbol_name((void *)(uintptr_t)t->fn, buf, len))
+    if (mote__symbol_name((void *)(uintptr_t)t->fn, buf, len))
         return buf;
     snprintf(buf, len, "%p", (void *)(uintptr_t)t->fn);
     return buf;

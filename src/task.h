@@ -6,7 +6,7 @@
  * fresh queue, from which idle workers may steal it.  Field ownership:
  *   - ctx, next, timer fields, list links: the owning worker only;
  *   - wait_state: atomic, the claim protocol of sched.h;
- *   - wake_result: written by the claimer before sched_ready, read by the
+ *   - wake_result: written by the claimer before mote__sched_ready, read by the
  *     task after it resumes (ordered by the ready hand-off).
  * The descriptor lives in the heap, not on the stack, and the stack is taken
  * from the running worker's pool only when the task first runs: a program
@@ -57,10 +57,10 @@ struct task { /* ordered to pack: 152 bytes in a plain build */
 };
 
 /* Allocates a task that will run on a stack of class cls.  0 or -ENOMEM. */
-int task_create(mote_fn fn, void *arg, const char *name, int cls, task **out);
+int mote__task_create(mote_fn fn, void *arg, const char *name, int cls, task **out);
 /* Releases the stack (if the task started) into cache, frees the task. */
-void task_destroy(task *t, stack_cache *cache);
+void mote__task_destroy(task *t, stack_cache *cache);
 /* Name for diagnostics: the given name or the entry function's symbol. */
-const char *task_display_name(const task *t, char *buf, size_t len);
+const char *mote__task_display_name(const task *t, char *buf, size_t len);
 
 #endif /* MOTE_TASK_H */

@@ -44,7 +44,7 @@ static void timer_down(timer_heap *h, uint32_t i)
     timer_set(h, i, t);
 }
 
-int timer_add(timer_heap *h, task *t, int64_t deadline)
+int mote__timer_add(timer_heap *h, task *t, int64_t deadline)
 {
     if (h->n == h->cap) {
         uint32_t cap = h->cap ? h->cap * 2 : 64;
@@ -61,7 +61,7 @@ int timer_add(timer_heap *h, task *t, int64_t deadline)
     return 0;
 }
 
-void timer_cancel(timer_heap *h, task *t)
+void mote__timer_cancel(timer_heap *h, task *t)
 {
     uint32_t i = t->timer_idx;
     if (i == TIMER_NONE)
@@ -75,21 +75,21 @@ void timer_cancel(timer_heap *h, task *t)
     timer_down(h, last->timer_idx);
 }
 
-int64_t timer_next(const timer_heap *h)
+int64_t mote__timer_next(const timer_heap *h)
 {
     return h->n ? h->v[0]->deadline : INT64_MAX;
 }
 
-task *timer_pop_due(timer_heap *h, int64_t now)
+task *mote__timer_pop_due(timer_heap *h, int64_t now)
 {
     if (!h->n || h->v[0]->deadline > now)
         return NULL;
     task *t = h->v[0];
-    timer_cancel(h, t);
+    mote__timer_cancel(h, t);
     return t;
 }
 
-void timer_free(timer_heap *h)
+void mote__timer_free(timer_heap *h)
 {
     mote_free(h->v);
     h->v = NULL;

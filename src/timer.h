@@ -18,12 +18,12 @@ typedef struct timer_heap {
     uint32_t n, cap;
 } timer_heap;
 
-int timer_add(timer_heap *h, task *t, int64_t deadline); /* 0 | -ENOMEM */
-void timer_cancel(timer_heap *h, task *t);
+int mote__timer_add(timer_heap *h, task *t, int64_t deadline); /* 0 | -ENOMEM */
+void mote__timer_cancel(timer_heap *h, task *t);
 /* Earliest deadline, or INT64_MAX when empty. */
-int64_t timer_next(const timer_heap *h);
+int64_t mote__timer_next(const timer_heap *h);
 /* Removes and returns a task whose deadline is <= now, or NULL. */
-task *timer_pop_due(timer_heap *h, int64_t now);
-void timer_free(timer_heap *h);
+task *mote__timer_pop_due(timer_heap *h, int64_t now);
+void mote__timer_free(timer_heap *h);
 
 #endif /* MOTE_TIMER_H */

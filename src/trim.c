@@ -29,14 +29,14 @@
 
 static uint64_t trim_global_trimmed; /* from runs that ended */
 
-void trim_init(trim_state *s, int mode)
+void mote__trim_init(trim_state *s, int mode)
 {
     memset(s, 0, sizeof *s);
     s->delay = mode == CONFIG_TRIM_OFF     ? -1
                : mode == CONFIG_TRIM_EAGER ? 0
                                            : TRIM_LAZY_DELAY;
     s->pool_depth = OS_PAGE;
-    s->clock = os_now_ns();
+    s->clock = mote__os_now_ns();
     s->next_decay = s->clock + TRIM_DECAY_PERIOD;
     s->next = INT64_MAX;
 }
@@ -87,7 +87,7 @@ static void trim_append(trim_state *s, task *t)
     s->n++;
 }
 
-void trim_on_park(trim_state *s, task *t)
+void mote__trim_on_park(trim_state *s, task *t)
 {
     t->parked_at = s->clock;
     if (s->delay >= 0 && !t->trim_queued) {
@@ -100,7 +100,7 @@ void trim_on_park(trim_state *s, task *t)
 static void trim_flush(trim_state *s)
 {
     if (s->nbatch) {
-        os_decommit_batch(s->batch, s->nbatch);
+        mote__os_decommit_batch(s->batch, s->nbatch);
         s->nbatch = 0;
     }
 }
@@ -222,7 +222,7 @@ static void trim_ready(trim_state *s, size_t n)
     }
 }
 
-void trim_on_start(trim_state *s, task *t)
+void mote__trim_on_start(trim_state *s, task *t)
 {
     t->hw_bucket = -1;
     t->hw_sample = false;
@@ -233,14 +233,14 @@ void trim_on_start(trim_state *s, task *t)
         uintptr_t low;
         size_t n = trim_resident(s, stack_lo(&t->stack), keep, &low);
         if (n) { /* now, not batched: the task runs next */
-            os_decommit((void *)low, keep - low);
+            mote__os_decommit((void *)low, keep - low);
             trim_count(s, n);
         }
         t->hw_sample = true;
     }
 }
 
-void trim_on_exit(trim_state *s, task *t)
+void mote__trim_on_exit(trim_state *s, task *t)
 {
     if (t->trim_queued)
         trim_unlink(s, t);
@@ -270,22 +270,22 @@ static void trim_pool(trim_state *s, stack_cache *cache, bool force)
         size_t size = stack_class_size(c);
         size_t ncold = force ? cache->count[c] : cache->low[c];
         while (ncold) {
-            size_t n = stack_cache_take_lru(cache, c, ncold < 256 ? ncold : 256, tops);
+            size_t n = mote__stack_cache_take_lru(cache, c, ncold < 256 ? ncold : 256, tops);
             if (!n)
                 break;
             ncold -= n;
             for (size_t i = 0; i < n; i++)
                 trim_range(s, tops[i] - size, tops[i]);
             trim_flush(s); /* before the slots are visible as cold */
-            stack_make_cold(c, tops, n);
+            mote__stack_make_cold(c, tops, n);
         }
         /* Slots that caches spilled to the class sat there unused too. */
         size_t n;
-        while ((n = stack_class_take_free(c, tops, 256))) {
+        while ((n = mote__stack_class_take_free(c, tops, 256))) {
             for (size_t i = 0; i < n; i++)
                 trim_queue_range(s, tops[i] - size, tops[i]);
             trim_flush(s);
-            stack_make_cold(c, tops, n);
+            mote__stack_make_cold(c, tops, n);
         }
         /* Warm slots: keep the top keep_depth bytes. */
         if (keep_depth < size) {
@@ -297,7 +297,7 @@ static void trim_pool(trim_state *s, stack_cache *cache, bool force)
     trim_flush(s);
 }
 
-void trim_run(trim_state *s, stack_cache *cache, task *current, int64_t now,
+void mote__trim_run(trim_state *s, stack_cache *cache, task *current, int64_t now,
               bool force)
 {
     s->clock = now;
@@ -358,14 +358,14 @@ void trim_run(trim_state *s, stack_cache *cache, task *current, int64_t now,
     s->next = next;
 }
 
-void trim_fini(trim_state *s)
+void mote__trim_fini(trim_state *s)
 {
     __atomic_fetch_add(&trim_global_trimmed, s->trimmed, __ATOMIC_RELAXED);
     s->head = s->tail = NULL;
     s->n = 0;
 }
 
-uint64_t trim_total_trimmed(void)
+uint64_t mote__trim_total_trimmed(void)
 {
     return __atomic_load_n(&trim_global_trimmed, __ATOMIC_RELAXED);
 }

@@ -37,7 +37,7 @@ typedef struct trim_state {
     uint32_t n;
     int64_t delay;          /* ns a task stays parked before a trim; <0 off */
     int64_t clock;          /* coarse now, refreshed at scheduling checks */
-    int64_t next;           /* when trim_run next has work; INT64_MAX none */
+    int64_t next;           /* when mote__trim_run next has work; INT64_MAX none */
     int64_t next_decay;     /* next pool decay */
     uint32_t starts;
     uint64_t pool_depth;    /* bytes the pool keeps resident per stack */
@@ -49,22 +49,22 @@ typedef struct trim_state {
     unsigned char vec[16 * 1024]; /* mincore answers: 64 MiB of stack */
 } trim_state;
 
-void trim_init(trim_state *s, int mode);
+void mote__trim_init(trim_state *s, int mode);
 /* A task parks: cheap; queues it once. */
-void trim_on_park(trim_state *s, task *t);
+void mote__trim_on_park(trim_state *s, task *t);
 /* A task takes its stack (before it first runs): maybe a depth sample. */
-void trim_on_start(trim_state *s, task *t);
+void mote__trim_on_start(trim_state *s, task *t);
 /* A task has exited (stack still held): unqueue, finish a sample. */
-void trim_on_exit(trim_state *s, task *t);
+void mote__trim_on_exit(trim_state *s, task *t);
 /* Does what is due at time now; current (the task executing this call, or
  * NULL) is never trimmed.  force trims every parked task and the whole pool
  * at once.  Sets s->next. */
-void trim_run(trim_state *s, stack_cache *cache, task *current,
+void mote__trim_run(trim_state *s, stack_cache *cache, task *current,
                  int64_t now, bool force);
 /* Drops all state; tasks are about to be destroyed. */
-void trim_fini(trim_state *s);
+void mote__trim_fini(trim_state *s);
 
 /* Totals over all workers of a running runtime, for metrics. */
-uint64_t trim_total_trimmed(void);
+uint64_t mote__trim_total_trimmed(void);
 
 #endif /* MOTE_TRIM_H */

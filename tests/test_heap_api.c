@@ -20,7 +20,7 @@
 static uint64_t metric(const char *name)
 {
     uint64_t v = 0;
-    CHECK_EQ(heap_metric(name, &v), 0);
+    CHECK_EQ(mote__heap_metric(name, &v), 0);
     return v;
 }
 
@@ -66,15 +66,15 @@ static void test_classes(void)
     for (size_t n = 1; n <= HEAP_SMALL_MAX; n += (n < 4096 ? 1 : 61)) {
         unsigned c = sizeclass_of(n);
         CHECK(c >= 1 && c < HEAP_NCLS);
-        CHECK(sizeclass_size[c] >= n);
-        CHECK(c == 1 || sizeclass_size[c - 1] < n);
-        CHECK(sizeclass_size[c] % 16 == 0);
-        CHECK((sizeclass_size[c] - n) * 5 <= sizeclass_size[c] || n <= 64);
+        CHECK(mote__sizeclass_size[c] >= n);
+        CHECK(c == 1 || mote__sizeclass_size[c - 1] < n);
+        CHECK(mote__sizeclass_size[c] % 16 == 0);
+        CHECK((mote__sizeclass_size[c] - n) * 5 <= mote__sizeclass_size[c] || n <= 64);
     }
     for (unsigned c = 1; c < HEAP_NCLS; c++) {
-        size_t page = (size_t)sizeclass_slices[c] * HEAP_SLICE_SIZE;
-        CHECK(page / sizeclass_size[c] >= 8);
-        CHECK((page % sizeclass_size[c]) * 8 <= page);
+        size_t page = (size_t)mote__sizeclass_slices[c] * HEAP_SLICE_SIZE;
+        CHECK(page / mote__sizeclass_size[c] >= 8);
+        CHECK((page % mote__sizeclass_size[c]) * 8 <= page);
     }
 }
 
@@ -148,7 +148,7 @@ static void test_metrics(void)
     mote_mem_release();
     uint64_t in0 = metric("/heap/inuse:bytes");
     uint64_t v;
-    CHECK_EQ(heap_metric("/heap/nope:bytes", &v), -ENOENT);
+    CHECK_EQ(mote__heap_metric("/heap/nope:bytes", &v), -ENOENT);
     enum { N = 1000 };
     static void *p[N];
     for (int i = 0; i < N; i++)
@@ -175,8 +175,8 @@ static void test_metrics(void)
 static void test_limit(void)
 {
     mote_mem_release();
-    uint64_t base = heap_committed_bytes();
-    CHECK_EQ(heap_set_limit(base + (32u << 20)), 0);
+    uint64_t base = mote__heap_committed_bytes();
+    CHECK_EQ(mote__heap_set_limit(base + (32u << 20)), 0);
     static void *p[100000];
     int n = 0;
     errno = 0;
@@ -188,10 +188,10 @@ static void test_limit(void)
     errno = 0;
     CHECK(mote_malloc(50 << 20) == NULL);
     CHECK_EQ(errno, ENOMEM);
-    CHECK(heap_committed_bytes() <= base + (32u << 20));
+    CHECK(mote__heap_committed_bytes() <= base + (32u << 20));
     for (int i = 0; i < n; i++)
         mote_free(p[i]);
-    CHECK_EQ(heap_set_limit(0), 0);
+    CHECK_EQ(mote__heap_set_limit(0), 0);
     void *q = mote_malloc(50 << 20);
     CHECK(q != NULL);
     mote_free(q);

@@ -42,7 +42,7 @@ static void *short_lived(void *arg)
 static unsigned count_caches(void)
 {
     unsigned n = 0;
-    for (heap_tcache *h = tcache_all(); h; h = h->all_next)
+    for (heap_tcache *h = mote__tcache_all(); h; h = h->all_next)
         n++;
     return n;
 }
@@ -63,14 +63,14 @@ int main(void)
         mote_free(atomic_exchange(&left[i], NULL));
     uint64_t inuse = 0;
     mote_mem_release(); /* collects what exited threads' pages got back */
-    CHECK_EQ(heap_metric("/heap/inuse:bytes", &inuse), 0);
+    CHECK_EQ(mote__heap_metric("/heap/inuse:bytes", &inuse), 0);
     CHECK(inuse < 64 * 1024);
     /* the scavenger empties dead caches when their last blocks come back;
      * give it a moment, then release and check nothing is held */
     usleep(200 * 1000);
     mote_mem_release();
     uint64_t fr = 0;
-    CHECK_EQ(heap_metric("/heap/free:bytes", &fr), 0);
+    CHECK_EQ(mote__heap_metric("/heap/free:bytes", &fr), 0);
     if (fr > 1024 * 1024)
         fprintf(stderr, "free after release: %llu\n", (unsigned long long)fr);
     CHECK(fr <= 1024 * 1024);

@@ -66,13 +66,13 @@ int main(void)
     for (int i = 0; i < 30; i++) {
         usleep(100 * 1000);
         now = rss_bytes();
-        if (now <= before + (16 << 20) && heap_committed_bytes() <= (16 << 20))
+        if (now <= before + (16 << 20) && mote__heap_committed_bytes() <= (16 << 20))
             break;
     }
     fprintf(stderr, "rss before %ld KiB, peak %ld KiB, after idle %ld KiB\n", before >> 10,
             peak >> 10, now >> 10);
     /* what the heap holds, by its own count (sanitizers: RSS is theirs) */
-    CHECK(heap_committed_bytes() <= (16 << 20));
+    CHECK(mote__heap_committed_bytes() <= (16 << 20));
     if (!TEST_SANITIZED) { /* sanitizer shadow memory does not shrink */
         CHECK(peak > before + (100 << 20));
         CHECK(now <= before + (16 << 20));

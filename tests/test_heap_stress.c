@@ -247,13 +247,13 @@ int main(void)
 {
     mote_mem_release();
     uint64_t in0 = 0, in1 = 0;
-    CHECK_EQ(heap_metric("/heap/inuse:bytes", &in0), 0);
+    CHECK_EQ(mote__heap_metric("/heap/inuse:bytes", &in0), 0);
     single_thread();
     multi_thread();
     /* blocks freed by other threads count until their owner collects them:
      * mote_mem_release collects this thread's and the exited threads' */
     mote_mem_release();
-    CHECK_EQ(heap_metric("/heap/inuse:bytes", &in1), 0);
+    CHECK_EQ(mote__heap_metric("/heap/inuse:bytes", &in1), 0);
     CHECK(in1 <= in0 + 1024); /* every block came back */
     TEST_PASS("test_heap_stress");
     return 0;

@@ -19,10 +19,10 @@ static void child(void *arg)
 {
     msg *m = arg;
     /* wait until the parent is really parked: claim succeeds only then */
-    while (!sched_claim(m->parent))
+    while (!mote__sched_claim(m->parent))
         mote_yield();
     *m->slot = m->value;
-    sched_ready(m->parent, 7);
+    mote__sched_ready(m->parent, 7);
 }
 
 static void deep(int depth, uint64_t *sum)
@@ -33,9 +33,9 @@ static void deep(int depth, uint64_t *sum)
         deep(depth - 1, sum);
     for (int round = 0; round < 10; round++) {
         msg m = {&local[depth % 64], (uint64_t)depth * 1000 + round, sched_self()};
-        sched_prepare_wait("test", &m);
+        mote__sched_prepare_wait("test", &m);
         CHECK_EQ(mote_go(child, &m), 0);
-        CHECK_EQ(sched_park(), 7);
+        CHECK_EQ(mote__sched_park(), 7);
         CHECK_EQ(local[depth % 64], (uint64_t)depth * 1000 + round);
         *sum += local[depth % 64];
     }

@@ -3,7 +3,7 @@
  * between two of them.  Only x86-64 exists (src/arch/x86_64/switch.S); the
  * build stops with a clear message elsewhere.
  *
- * A context is just a saved stack pointer: arch_switch pushes the callee-
+ * A context is just a saved stack pointer: mote__arch_switch pushes the callee-
  * saved registers, MXCSR and the x87 control word on the old stack, stores
  * rsp, loads the new one and pops the same set.  Caller-saved state is the
  * compiler's business, as for any call.
@@ -23,18 +23,18 @@ typedef struct arch_ctx {
 } arch_ctx;
 
 /* Saves the running context into from and resumes to. */
-void arch_switch(arch_ctx *from, arch_ctx *to);
+void mote__arch_switch(arch_ctx *from, arch_ctx *to);
 
 /* Entry trampoline (assembly): calls arch_entry_fn(arch_entry_arg) with the
  * values arch_ctx_init stored, on a properly aligned stack. */
-void arch_task_trampoline(void);
+void mote__arch_task_trampoline(void);
 
-/* Prepares ctx so that the first arch_switch to it calls fn(arg) on the
+/* Prepares ctx so that the first mote__arch_switch to it calls fn(arg) on the
  * stack whose highest usable address is top.  fn must never return. */
 static inline void arch_ctx_init(arch_ctx *ctx, void *top, void (*fn)(void *),
                                  void *arg)
 {
-    /* Frame popped by arch_switch, lowest address first:
+    /* Frame popped by mote__arch_switch, lowest address first:
      * [mxcsr|fpucw] r15 r14 r13 r12 rbx rbp ret(trampoline) pad */
     uintptr_t sp = ((uintptr_t)top & ~(uintptr_t)15) - 16;
     uint64_t *f = (uint64_t *)sp - 8;
@@ -49,7 +49,7 @@ static inline void arch_ctx_init(arch_ctx *ctx, void *top, void (*fn)(void *),
     f[4] = (uint64_t)fn;       /* r12: entry */
     f[5] = 0;                  /* rbx */
     f[6] = 0;                  /* rbp: ends frame-pointer walks */
-    f[7] = (uint64_t)arch_task_trampoline;
+    f[7] = (uint64_t)mote__arch_task_trampoline;
     ctx->sp = f;
 }
 

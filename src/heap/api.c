@@ -7,7 +7,7 @@
  * Fast paths: malloc pops the first block of the thread's current page for
  * the size class; free pushes onto the page's list when the page belongs to
  * this thread.  Neither takes a lock or does an atomic read-modify-write.
- * A block on a free list has (address ^ heap_key) in its second word;
+ * A block on a free list has (address ^ mote__heap_key) in its second word;
  * malloc clears it, so free finding it means a double free.
  */
 #include <errno.h>
@@ -20,47 +20,47 @@
 #include "heap/internal.h"
 #include "mote.h"
 
-uintptr_t heap_key = 0x9e3779b97f4a7c15ULL;
-_Atomic int heap_initialized;
+uintptr_t mote__heap_key = 0x9e3779b97f4a7c15ULL;
+_Atomic int mote__heap_initialized;
 static heap_lock init_lock = HEAP_LOCK_INIT;
 
 static void heap_fork_prepare(void)
 {
-    tcache_fork_prepare();
-    arena_fork_prepare();
+    mote__tcache_fork_prepare();
+    mote__arena_fork_prepare();
 }
 
 static void heap_fork_parent(void)
 {
-    arena_fork_parent();
-    tcache_fork_parent();
+    mote__arena_fork_parent();
+    mote__tcache_fork_parent();
 }
 
 static void heap_fork_child(void)
 {
-    arena_fork_child();
-    tcache_fork_child();
-    scavenger_fork_child();
+    mote__arena_fork_child();
+    mote__tcache_fork_child();
+    mote__scavenger_fork_child();
 }
 
-HEAP_COLD void heap_init_slow(void)
+HEAP_COLD void mote__heap_init_slow(void)
 {
     bool first = false;
     heap_lock_acquire(&init_lock);
-    if (!atomic_load_explicit(&heap_initialized, memory_order_relaxed)) {
-        sizeclass_init();
-        heap_config_load();
+    if (!atomic_load_explicit(&mote__heap_initialized, memory_order_relaxed)) {
+        mote__sizeclass_init();
+        mote__heap_config_load();
         const uint8_t *rnd = (const uint8_t *)getauxval(AT_RANDOM);
         if (rnd) {
             uintptr_t k;
             memcpy(&k, rnd + 8, sizeof k);
-            heap_key ^= k;
+            mote__heap_key ^= k;
         }
-        heap_key |= 1; /* never equal to an address-sized 0 cookie */
-        if (heap_cfg.limit)
-            arena_set_limit(heap_cfg.limit);
-        tcache_init_once();
-        atomic_store_explicit(&heap_initialized, 1, memory_order_release);
+        mote__heap_key |= 1; /* never equal to an address-sized 0 cookie */
+        if (mote__heap_cfg.limit)
+            mote__arena_set_limit(mote__heap_cfg.limit);
+        mote__tcache_init_once();
+        atomic_store_explicit(&mote__heap_initialized, 1, memory_order_release);
         first = true;
     }
     heap_lock_release(&init_lock);
@@ -73,11 +73,11 @@ HEAP_COLD void heap_init_slow(void)
 
 static inline void *heap_alloc_cls(unsigned cls, size_t n)
 {
-    heap_tcache *h = heap_tls;
+    heap_tcache *h = mote__heap_tls;
     heap_page *pg = h->cur[cls];
     heap_block *b = pg->free;
     if (HEAP_UNLIKELY(!b))
-        return tcache_alloc_slow(h, cls, n);
+        return mote__tcache_alloc_slow(h, cls, n);
     heap_block *next = b->next;
     pg->free = next;
     page_used_add(pg, 1);
@@ -92,9 +92,9 @@ static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero)
     size_t extra = align > HEAP_SLICE_SIZE ? align - HEAP_SLICE_SIZE : 0;
     void *p;
     if (n <= HEAP_LARGE_MAX && n + extra <= HEAP_LARGE_MAX)
-        p = arena_large_alloc(n, align);
+        p = mote__arena_large_alloc(n, align);
     else
-        p = arena_huge_alloc(n, align);
+        p = mote__arena_huge_alloc(n, align);
     if (p && zero) {
         heap_segment *seg = heap_segment_of(p);
         uint8_t e = heap_segmap_get((uintptr_t)p >> HEAP_SEG_SHIFT);
@@ -113,7 +113,7 @@ static inline void *heap_malloc_inline(size_t n)
     return heap_alloc_big(n, 0, NULL);
 }
 
-void *heap_malloc(size_t n)
+void *mote__heap_malloc(size_t n)
 {
     return heap_malloc_inline(n);
 }
@@ -126,24 +126,24 @@ static heap_page *heap_page_of(const void *p, const char *what)
     uintptr_t u = (uintptr_t)p;
     uintptr_t idx = u >> HEAP_SEG_SHIFT;
     if (idx >= HEAP_SEGMAP_LEN || !heap_segmap_get(idx))
-        heap_invalid_free(p, what);
+        mote__heap_invalid_free(p, what);
     uint8_t e = heap_segmap_get(idx);
     if (e >= 2) {
         heap_segment *seg = (heap_segment *)((idx - (e - 2u)) << HEAP_SEG_SHIFT);
         if (seg->magic != HEAP_SEG_MAGIC || seg->pages[0].first != p || !page_used(&seg->pages[0]))
-            heap_invalid_free(p, what);
+            mote__heap_invalid_free(p, what);
         return &seg->pages[0];
     }
     heap_segment *seg = (heap_segment *)(u & ~HEAP_SEG_MASK);
     heap_page *pg = seg->map[(u >> HEAP_SLICE_SHIFT) & 63];
     if (!pg)
-        heap_invalid_free(p, what);
+        mote__heap_invalid_free(p, what);
     if (pg->kind == HEAP_PAGE_SMALL) {
         uint64_t off = u - (uintptr_t)pg->start;
         if (((off * pg->div_magic) >> 40) * pg->bsize != off)
-            heap_invalid_free(p, what);
+            mote__heap_invalid_free(p, what);
     } else if (pg->first != p || page_used(pg) != 1) {
-        heap_invalid_free(p, what);
+        mote__heap_invalid_free(p, what);
     }
     return pg;
 }
@@ -155,27 +155,27 @@ static HEAP_NOINLINE void heap_free_slow(void *p)
     uintptr_t u = (uintptr_t)p;
     heap_page *pg = heap_page_of(p, "free");
     if (pg->kind == HEAP_PAGE_HUGE) {
-        arena_huge_free(heap_segment_of(pg), p);
+        mote__arena_huge_free(heap_segment_of(pg), p);
         return;
     }
     if (pg->kind == HEAP_PAGE_LARGE) {
-        arena_large_free(pg);
+        mote__arena_large_free(pg);
         return;
     }
     heap_block *b = p;
-    if (b->cookie == (u ^ heap_key))
-        heap_invalid_free(p, "free");
-    heap_tcache *h = heap_tls;
+    if (b->cookie == (u ^ mote__heap_key))
+        mote__heap_invalid_free(p, "free");
+    heap_tcache *h = mote__heap_tls;
     if (pg->owner == h) { /* only when called for a local block (realloc) */
         b->next = pg->free;
-        b->cookie = u ^ heap_key;
+        b->cookie = u ^ mote__heap_key;
         pg->free = b;
         if (page_used_add(pg, -1) == 0 || pg->in_full)
-            tcache_page_freed(h, pg);
+            mote__tcache_page_freed(h, pg);
         return;
     }
-    b->cookie = u ^ heap_key;
-    page_free_remote(pg, b);
+    b->cookie = u ^ mote__heap_key;
+    mote__page_free_remote(pg, b);
 }
 
 static inline void heap_free_inline(void *p)
@@ -188,18 +188,18 @@ static inline void heap_free_inline(void *p)
     }
     heap_segment *seg = (heap_segment *)(u & ~HEAP_SEG_MASK);
     heap_page *pg = seg->map[(u >> HEAP_SLICE_SHIFT) & 63];
-    heap_tcache *h = heap_tls;
+    heap_tcache *h = mote__heap_tls;
     heap_block *b = p;
     if (HEAP_LIKELY(pg && pg->owner == h)) {
         uint64_t off = u - (uintptr_t)pg->start;
-        if (HEAP_UNLIKELY(b->cookie == (u ^ heap_key) ||
+        if (HEAP_UNLIKELY(b->cookie == (u ^ mote__heap_key) ||
                           ((off * pg->div_magic) >> 40) * pg->bsize != off))
-            heap_invalid_free(p, "free");
+            mote__heap_invalid_free(p, "free");
         b->next = pg->free;
-        b->cookie = u ^ heap_key;
+        b->cookie = u ^ mote__heap_key;
         pg->free = b;
         if (HEAP_UNLIKELY(page_used_add(pg, -1) == 0 || pg->in_full)) {
-            tcache_page_freed(h, pg);
+            mote__tcache_page_freed(h, pg);
             return;
         }
         /* LIFO across the class: the next malloc reuses this (warm) block */
@@ -209,14 +209,14 @@ static inline void heap_free_inline(void *p)
     heap_free_slow(p);
 }
 
-void heap_free(void *p)
+void mote__heap_free(void *p)
 {
     heap_free_inline(p);
 }
 
 /* ---- the rest of the API ---- */
 
-size_t heap_usable_size(const void *p)
+size_t mote__heap_usable_size(const void *p)
 {
     if (!p)
         return 0;
@@ -224,7 +224,7 @@ size_t heap_usable_size(const void *p)
     return pg->kind == HEAP_PAGE_SMALL ? pg->bsize : pg->usable;
 }
 
-void *heap_calloc(size_t n, size_t size)
+void *mote__heap_calloc(size_t n, size_t size)
 {
     size_t total;
     if (__builtin_mul_overflow(n, size, &total)) {
@@ -244,7 +244,7 @@ void *heap_calloc(size_t n, size_t size)
     return p;
 }
 
-void *heap_memalign(size_t align, size_t n)
+void *mote__heap_memalign(size_t align, size_t n)
 {
     if (align <= 16)
         return heap_malloc_inline(n);
@@ -253,15 +253,15 @@ void *heap_memalign(size_t align, size_t n)
         /* A block is aligned to every power of two dividing its class size,
          * because pages start on a slice boundary. */
         unsigned c = sizeclass_of(n < align ? align : n);
-        while (c < HEAP_NCLS && sizeclass_size[c] % align)
+        while (c < HEAP_NCLS && mote__sizeclass_size[c] % align)
             c++;
         if (c < HEAP_NCLS)
-            return heap_alloc_cls(c, sizeclass_size[c]);
+            return heap_alloc_cls(c, mote__sizeclass_size[c]);
     }
     return heap_alloc_big(n, align, NULL);
 }
 
-void *heap_realloc(void *p, size_t n)
+void *mote__heap_realloc(void *p, size_t n)
 {
     if (!p)
         return heap_malloc_inline(n);
@@ -269,7 +269,7 @@ void *heap_realloc(void *p, size_t n)
         heap_free_inline(p);
         return NULL;
     }
-    size_t us = heap_usable_size(p);
+    size_t us = mote__heap_usable_size(p);
     if (n <= us && n >= us / 2)
         return p;
     void *q = heap_malloc_inline(n);
@@ -280,30 +280,30 @@ void *heap_realloc(void *p, size_t n)
     return q;
 }
 
-void heap_release_all(void)
+void mote__heap_release_all(void)
 {
     heap_ensure_init();
-    tcache_release_own();
-    tcache_collect_dead();
-    while (arena_scavenge(0, false) == 0)
+    mote__tcache_release_own();
+    mote__tcache_collect_dead();
+    while (mote__arena_scavenge(0, false) == 0)
         ;
 }
 
-int heap_set_limit(uint64_t bytes)
+int mote__heap_set_limit(uint64_t bytes)
 {
     heap_ensure_init();
-    return arena_set_limit(bytes);
+    return mote__arena_set_limit(bytes);
 }
 
-size_t heap_committed_bytes(void)
+size_t mote__heap_committed_bytes(void)
 {
-    return (size_t)arena_committed();
+    return (size_t)mote__arena_committed();
 }
 
 __attribute__((destructor)) static void heap_fini(void)
 {
-    if (heap_cfg.stats)
-        stats_print_at_exit();
+    if (mote__heap_cfg.stats)
+        mote__stats_print_at_exit();
 }
 
 __attribute__((constructor)) static void heap_ctor(void)
@@ -318,18 +318,18 @@ __attribute__((constructor)) static void heap_ctor(void)
 
 API void *mote_malloc(size_t size) { return heap_malloc_inline(size); }
 API void mote_free(void *p) { heap_free_inline(p); }
-API void *mote_calloc(size_t n, size_t size) { return heap_calloc(n, size); }
-API void *mote_realloc(void *p, size_t size) { return heap_realloc(p, size); }
-API size_t mote_usable_size(const void *p) { return heap_usable_size(p); }
+API void *mote_calloc(size_t n, size_t size) { return mote__heap_calloc(n, size); }
+API void *mote_realloc(void *p, size_t size) { return mote__heap_realloc(p, size); }
+API size_t mote_usable_size(const void *p) { return mote__heap_usable_size(p); }
 /* The runtime's share (pooled and parked stacks), when libmote's scheduler
  * is linked in: the heap does not depend on it. */
-void sched_mem_release(void) __attribute__((weak));
+void mote__sched_mem_release(void) __attribute__((weak));
 
 API void mote_mem_release(void)
 {
-    heap_release_all();
-    if (sched_mem_release)
-        sched_mem_release();
+    mote__heap_release_all();
+    if (mote__sched_mem_release)
+        mote__sched_mem_release();
 }
 
 API void *mote_aligned_alloc(size_t alignment, size_t size)
@@ -338,7 +338,7 @@ API void *mote_aligned_alloc(size_t alignment, size_t size)
         errno = EINVAL;
         return NULL;
     }
-    return heap_memalign(alignment, size);
+    return mote__heap_memalign(alignment, size);
 }
 
 #else
@@ -348,9 +348,9 @@ API void *mote_aligned_alloc(size_t alignment, size_t size)
 
 API void *malloc(size_t size) { return heap_malloc_inline(size); }
 API void free(void *p) { heap_free_inline(p); }
-API void *calloc(size_t n, size_t size) { return heap_calloc(n, size); }
-API void *realloc(void *p, size_t size) { return heap_realloc(p, size); }
-API size_t malloc_usable_size(void *p) { return heap_usable_size(p); }
+API void *calloc(size_t n, size_t size) { return mote__heap_calloc(n, size); }
+API void *realloc(void *p, size_t size) { return mote__heap_realloc(p, size); }
+API size_t malloc_usable_size(void *p) { return mote__heap_usable_size(p); }
 API void cfree(void *p) { heap_free_inline(p); }
 API void free_sized(void *p, size_t size) { (void)size; heap_free_inline(p); }
 API void free_aligned_sized(void *p, size_t align, size_t size)
@@ -367,7 +367,7 @@ API void *reallocarray(void *p, size_t n, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    return heap_realloc(p, total);
+    return mote__heap_realloc(p, total);
 }
 
 API int posix_memalign(void **out, size_t align, size_t size)
@@ -375,7 +375,7 @@ API int posix_memalign(void **out, size_t align, size_t size)
     if (align < sizeof(void *) || (align & (align - 1)))
         return EINVAL;
     int saved = errno;
-    void *p = heap_memalign(align, size);
+    void *p = mote__heap_memalign(align, size);
     if (!p) {
         errno = saved;
         return ENOMEM;
@@ -390,7 +390,7 @@ API void *aligned_alloc(size_t align, size_t size)
         errno = EINVAL;
         return NULL;
     }
-    return heap_memalign(align, size);
+    return mote__heap_memalign(align, size);
 }
 
 API void *memalign(size_t align, size_t size)
@@ -403,10 +403,10 @@ API void *memalign(size_t align, size_t size)
         }
         align = (size_t)1 << (64 - __builtin_clzl(align));
     }
-    return heap_memalign(align, size);
+    return mote__heap_memalign(align, size);
 }
 
-API void *valloc(size_t size) { return heap_memalign(HEAP_OS_PAGE, size); }
+API void *valloc(size_t size) { return mote__heap_memalign(HEAP_OS_PAGE, size); }
 
 API void *pvalloc(size_t size)
 {
@@ -415,21 +415,21 @@ API void *pvalloc(size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    return heap_memalign(HEAP_OS_PAGE, r ? r : HEAP_OS_PAGE);
+    return mote__heap_memalign(HEAP_OS_PAGE, r ? r : HEAP_OS_PAGE);
 }
 
 API int malloc_trim(size_t pad)
 {
     (void)pad;
-    heap_release_all();
+    mote__heap_release_all();
     return 1;
 }
 
 /* glibc's internal entry points, called by some programs and libraries. */
 API void *__libc_malloc(size_t size) { return heap_malloc_inline(size); }
 API void __libc_free(void *p) { heap_free_inline(p); }
-API void *__libc_calloc(size_t n, size_t size) { return heap_calloc(n, size); }
-API void *__libc_realloc(void *p, size_t size) { return heap_realloc(p, size); }
+API void *__libc_calloc(size_t n, size_t size) { return mote__heap_calloc(n, size); }
+API void *__libc_realloc(void *p, size_t size) { return mote__heap_realloc(p, size); }
 API void *__libc_memalign(size_t align, size_t size) { return memalign(align, size); }
 API void *__libc_valloc(size_t size) { return valloc(size); }
 API void *__libc_pvalloc(size_t size) { return pvalloc(size); }
@@ -440,5 +440,5 @@ API int __posix_memalign(void **out, size_t align, size_t size)
 }
 
 /* mote_mem_release is useful to preloaded programs that know about mote. */
-API void mote_mem_release(void) { heap_release_all(); }
+API void mote_mem_release(void) { mote__heap_release_all(); }
 #endif

@@ -3,7 +3,7 @@
  * large blocks (one block per run), huge blocks (their own mapping), the
  * segment map, decommit of old free slices, and the memory limit.
  *
- * Invariants (all under heap_arena_lock unless noted):
+ * Invariants (all under mote__heap_arena_lock unless noted):
  *   - a slice is either in a page (free bit clear, map[] set), free
  *     (free bit set), or in transit to the OS (both clear; only while the
  *     scavenger madvises it without the lock; arena_transit counts them);
@@ -11,7 +11,7 @@
  *     slices in pages always have the dirty bit set;
  *   - since[i] is when free dirty slice i was freed (ms);
  *   - a segment with any free slice is on arena_avail (in_avail = 1);
- *   - heap_segmap[u] is 1 for a small segment's unit, 2 + k for the unit of
+ *   - mote__heap_segmap[u] is 1 for a small segment's unit, 2 + k for the unit of
  *     a huge block whose header is k units lower, else 0.  Written under
  *     the lock (small) or by the mapping's only user (huge).
  * Counters are atomics so metrics can read them without the lock.
@@ -23,8 +23,8 @@
 
 #include "heap/internal.h"
 
-_Atomic uint8_t heap_segmap[HEAP_SEGMAP_LEN];
-heap_lock heap_arena_lock = HEAP_LOCK_INIT;
+_Atomic uint8_t mote__heap_segmap[HEAP_SEGMAP_LEN];
+heap_lock mote__heap_arena_lock = HEAP_LOCK_INIT;
 
 static heap_segment *arena_avail; /* segments with free slices */
 static heap_segment *arena_all;   /* every small segment */
@@ -83,7 +83,7 @@ static void avail_remove(heap_segment *seg)
     seg->next = seg->prev = NULL;
 }
 
-uint64_t arena_committed(void)
+uint64_t mote__arena_committed(void)
 {
     uint64_t m = LOAD(st_mapped), r = LOAD(st_released);
     return m > r ? m - r : 0;
@@ -97,7 +97,7 @@ static void arena_release_locked(void)
         while (m) {
             unsigned i = (unsigned)__builtin_ctzll(m);
             unsigned n = (unsigned)__builtin_ctzll(~(m >> i));
-            heap_os_decommit((uint8_t *)seg + ((size_t)i << HEAP_SLICE_SHIFT),
+            mote__heap_os_decommit((uint8_t *)seg + ((size_t)i << HEAP_SLICE_SHIFT),
                              (size_t)n << HEAP_SLICE_SHIFT);
             uint64_t b = run_bits(i, n);
             seg->dirty_mask &= ~b;
@@ -116,21 +116,21 @@ static bool arena_reserve(uint64_t bytes)
     uint64_t limit = LOAD(arena_limit);
     if (!limit)
         return true;
-    uint64_t c = arena_committed();
+    uint64_t c = mote__arena_committed();
     if (c + bytes > limit - limit / 10) {
         arena_release_locked();
-        c = arena_committed();
+        c = mote__arena_committed();
     }
     return c + bytes <= limit;
 }
 
-int arena_set_limit(uint64_t bytes)
+int mote__arena_set_limit(uint64_t bytes)
 {
     atomic_store_explicit(&arena_limit, bytes, RELAXED);
     if (bytes) {
-        heap_lock_acquire(&heap_arena_lock);
+        heap_lock_acquire(&mote__heap_arena_lock);
         arena_reserve(0);
-        heap_lock_release(&heap_arena_lock);
+        heap_lock_release(&mote__heap_arena_lock);
     }
     return 0;
 }
@@ -139,7 +139,7 @@ static heap_segment *segment_new(void)
 {
     if (!arena_reserve(HEAP_SLICE_SIZE))
         return NULL;
-    heap_segment *seg = heap_os_map(HEAP_SEG_SIZE, HEAP_SEG_SIZE, true);
+    heap_segment *seg = mote__heap_os_map(HEAP_SEG_SIZE, HEAP_SEG_SIZE, true);
     if (!seg)
         return NULL;
     /* Small blocks of many threads share a segment: a transparent huge page
@@ -177,10 +177,10 @@ static void segment_unmap(heap_segment *seg)
     SUB(st_released, HEAP_SEG_SIZE - HEAP_SLICE_SIZE);
     SUB(st_segments, 1);
     seg->magic = 0;
-    heap_os_unmap(seg, HEAP_SEG_SIZE);
+    mote__heap_os_unmap(seg, HEAP_SEG_SIZE);
 }
 
-heap_page *arena_page_alloc(uint32_t n, bool *zero)
+heap_page *mote__arena_page_alloc(uint32_t n, bool *zero)
 {
     heap_segment *seg;
     uint64_t starts = 0;
@@ -222,12 +222,12 @@ heap_page *arena_page_alloc(uint32_t n, bool *zero)
     return pg;
 }
 
-void arena_page_free(heap_page *pg)
+void mote__arena_page_free(heap_page *pg)
 {
     heap_segment *seg = heap_segment_of(pg->start);
     unsigned i = (unsigned)(((uintptr_t)pg->start >> HEAP_SLICE_SHIFT) & (HEAP_SLICES - 1));
     unsigned n = pg->slices;
-    uint32_t now = heap_now_ms();
+    uint32_t now = mote__heap_now_ms();
     for (unsigned k = i; k < i + n; k++) {
         seg->map[k] = NULL;
         seg->since[k] = now;
@@ -235,18 +235,18 @@ void arena_page_free(heap_page *pg)
     pg->kind = HEAP_PAGE_FREE;
     seg->free_mask |= run_bits(i, n);
     avail_push(seg);
-    scavenger_note_dirty();
+    mote__scavenger_note_dirty();
 }
 
-void *arena_large_alloc(size_t size, size_t align)
+void *mote__arena_large_alloc(size_t size, size_t align)
 {
     size_t extra = align > HEAP_SLICE_SIZE ? align - HEAP_SLICE_SIZE : 0;
     uint32_t n = (uint32_t)((size + extra + HEAP_SLICE_SIZE - 1) >> HEAP_SLICE_SHIFT);
     bool zero;
-    heap_lock_acquire(&heap_arena_lock);
-    heap_page *pg = arena_page_alloc(n, &zero);
+    heap_lock_acquire(&mote__heap_arena_lock);
+    heap_page *pg = mote__arena_page_alloc(n, &zero);
     if (!pg) {
-        heap_lock_release(&heap_arena_lock);
+        heap_lock_release(&mote__heap_arena_lock);
         errno = ENOMEM;
         return NULL;
     }
@@ -257,21 +257,21 @@ void *arena_large_alloc(size_t size, size_t align)
     pg->first = (uint8_t *)(((uintptr_t)pg->start + a - 1) & ~(a - 1));
     pg->usable = (size_t)(pg->start + ((size_t)n << HEAP_SLICE_SHIFT) - pg->first);
     ADD(st_large_inuse, pg->usable);
-    heap_lock_release(&heap_arena_lock);
+    heap_lock_release(&mote__heap_arena_lock);
     return pg->first;
 }
 
-void arena_large_free(heap_page *pg)
+void mote__arena_large_free(heap_page *pg)
 {
-    heap_lock_acquire(&heap_arena_lock);
+    heap_lock_acquire(&mote__heap_arena_lock);
     SUB(st_large_inuse, pg->usable);
     page_used_set(pg, 0);
-    arena_page_free(pg);
-    heap_lock_release(&heap_arena_lock);
-    scavenger_ensure();
+    mote__arena_page_free(pg);
+    heap_lock_release(&mote__heap_arena_lock);
+    mote__scavenger_ensure();
 }
 
-void *arena_huge_alloc(size_t size, size_t align)
+void *mote__arena_huge_alloc(size_t size, size_t align)
 {
     size_t a = align > HEAP_OS_PAGE ? align : HEAP_OS_PAGE;
     size_t hdr = (sizeof(heap_segment) + a - 1) & ~(a - 1);
@@ -282,15 +282,15 @@ void *arena_huge_alloc(size_t size, size_t align)
     }
     total &= ~(HEAP_OS_PAGE - 1);
     if (LOAD(arena_limit)) {
-        heap_lock_acquire(&heap_arena_lock);
+        heap_lock_acquire(&mote__heap_arena_lock);
         bool ok = arena_reserve(total);
-        heap_lock_release(&heap_arena_lock);
+        heap_lock_release(&mote__heap_arena_lock);
         if (!ok) {
             errno = ENOMEM;
             return NULL;
         }
     }
-    uint8_t *base = heap_os_map(total, a > HEAP_SEG_SIZE ? a : HEAP_SEG_SIZE, false);
+    uint8_t *base = mote__heap_os_map(total, a > HEAP_SEG_SIZE ? a : HEAP_SEG_SIZE, false);
     if (!base) {
         errno = ENOMEM;
         return NULL;
@@ -314,22 +314,22 @@ void *arena_huge_alloc(size_t size, size_t align)
     return pg->first;
 }
 
-void arena_huge_free(heap_segment *seg, const void *p)
+void mote__arena_huge_free(heap_segment *seg, const void *p)
 {
     heap_page *pg = &seg->pages[0];
     if (seg->magic != HEAP_SEG_MAGIC || seg->kind != HEAP_SEG_HUGE || pg->first != p ||
         page_used(pg) != 1)
-        heap_invalid_free(p, "free");
+        mote__heap_invalid_free(p, "free");
     page_used_set(pg, 0);
     heap_segmap_set((uintptr_t)p >> HEAP_SEG_SHIFT, 0);
     SUB(st_mapped, seg->map_size);
     SUB(st_huge_inuse, pg->usable);
     SUB(st_huge_count, 1);
     seg->magic = 0;
-    heap_os_unmap(seg->map_base, seg->map_size);
+    mote__heap_os_unmap(seg->map_base, seg->map_size);
 }
 
-long arena_scavenge(uint32_t decay_ms, bool may_idle)
+long mote__arena_scavenge(uint32_t decay_ms, bool may_idle)
 {
     enum { BATCH = 64 };
     heap_segment *segs[BATCH];
@@ -338,9 +338,9 @@ long arena_scavenge(uint32_t decay_ms, bool may_idle)
     long next = -1;
     bool more = false;
 
-    heap_lock_acquire(&heap_arena_lock);
-    uint64_t gen0 = scavenger_gen;
-    uint32_t now = heap_now_ms();
+    heap_lock_acquire(&mote__heap_arena_lock);
+    uint64_t gen0 = mote__scavenger_gen;
+    uint32_t now = mote__heap_now_ms();
     for (heap_segment *seg = arena_avail; seg; seg = seg->next) {
         uint64_t m = seg->free_mask & seg->dirty_mask, rel = 0;
         while (m) {
@@ -366,7 +366,7 @@ long arena_scavenge(uint32_t decay_ms, bool may_idle)
         masks[nb++] = rel;
     }
     arena_transit += nb;
-    heap_lock_release(&heap_arena_lock);
+    heap_lock_release(&mote__heap_arena_lock);
 
     uint64_t runs = 0;
     for (int k = 0; k < nb; k++) {
@@ -374,14 +374,14 @@ long arena_scavenge(uint32_t decay_ms, bool may_idle)
         while (m) {
             unsigned i = (unsigned)__builtin_ctzll(m);
             unsigned n = (unsigned)__builtin_ctzll(~(m >> i));
-            heap_os_decommit((uint8_t *)segs[k] + ((size_t)i << HEAP_SLICE_SHIFT),
+            mote__heap_os_decommit((uint8_t *)segs[k] + ((size_t)i << HEAP_SLICE_SHIFT),
                              (size_t)n << HEAP_SLICE_SHIFT);
             m &= ~run_bits(i, n);
             runs++;
         }
     }
 
-    heap_lock_acquire(&heap_arena_lock);
+    heap_lock_acquire(&mote__heap_arena_lock);
     arena_transit -= nb;
     for (int k = 0; k < nb; k++) {
         heap_segment *seg = segs[k];
@@ -396,19 +396,19 @@ long arena_scavenge(uint32_t decay_ms, bool may_idle)
     }
     ADD(st_decommits, runs);
     if (!more && next < 0 && may_idle) {
-        if (scavenger_gen == gen0)
-            scavenger_idle = 1; /* the next freed slice wakes us */
+        if (mote__scavenger_gen == gen0)
+            mote__scavenger_idle = 1; /* the next freed slice wakes us */
         else
             next = decay_ms;
     }
-    heap_lock_release(&heap_arena_lock);
+    heap_lock_release(&mote__heap_arena_lock);
     return more ? 0 : next;
 }
 
-void arena_small_usage(heap_small_usage *u)
+void mote__arena_small_usage(heap_small_usage *u)
 {
     memset(u, 0, sizeof *u);
-    heap_lock_acquire(&heap_arena_lock);
+    heap_lock_acquire(&mote__heap_arena_lock);
     for (heap_segment *seg = arena_all; seg; seg = seg->all_next) {
         uint64_t inpage = ~seg->free_mask & ~1ULL;
         while (inpage) {
@@ -427,10 +427,10 @@ void arena_small_usage(heap_small_usage *u)
             }
         }
     }
-    heap_lock_release(&heap_arena_lock);
+    heap_lock_release(&mote__heap_arena_lock);
 }
 
-void arena_stats(heap_arena_stats *st)
+void mote__arena_stats(heap_arena_stats *st)
 {
     st->mapped = LOAD(st_mapped);
     st->released = LOAD(st_released);
@@ -442,25 +442,25 @@ void arena_stats(heap_arena_stats *st)
     st->released_total = LOAD(st_released_total);
 }
 
-void arena_fork_prepare(void)
+void mote__arena_fork_prepare(void)
 {
-    heap_lock_acquire(&heap_arena_lock);
+    heap_lock_acquire(&mote__heap_arena_lock);
     /* Slices the scavenger is madvising must be back before the fork, or
      * the child would never see them free again. */
     while (arena_transit) {
-        heap_lock_release(&heap_arena_lock);
+        heap_lock_release(&mote__heap_arena_lock);
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
-        heap_lock_acquire(&heap_arena_lock);
+        heap_lock_acquire(&mote__heap_arena_lock);
     }
 }
 
-void arena_fork_parent(void)
+void mote__arena_fork_parent(void)
 {
-    heap_lock_release(&heap_arena_lock);
+    heap_lock_release(&mote__heap_arena_lock);
 }
 
-void arena_fork_child(void)
+void mote__arena_fork_child(void)
 {
-    atomic_store_explicit(&heap_arena_lock.v, 0, memory_order_release);
+    atomic_store_explicit(&mote__heap_arena_lock.v, 0, memory_order_release);
 }

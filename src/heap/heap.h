@@ -12,22 +12,22 @@
 
 /* Reads /heap/inuse:bytes, /heap/free:bytes, /heap/released:bytes or
  * /heap/mapped:bytes: 0, or -ENOENT for any other name. */
-int heap_metric(const char *name, uint64_t *value);
+int mote__heap_metric(const char *name, uint64_t *value);
 /* Calls fn for each of the heap's metrics, in a stable order. */
-void heap_metric_each(void (*fn)(const char *name, uint64_t value, void *ctx), void *ctx);
+void mote__heap_metric_each(void (*fn)(const char *name, uint64_t value, void *ctx), void *ctx);
 
 /* Bytes the heap holds that may be resident: mapped minus released.  An
  * upper bound on the heap's share of RSS (pages never touched count too). */
-size_t heap_committed_bytes(void);
+size_t mote__heap_committed_bytes(void);
 
-/* Sets the hard limit on heap_committed_bytes() (0: none).  Past 90% of it
+/* Sets the hard limit on mote__heap_committed_bytes() (0: none).  Past 90% of it
  * every free page is returned at once; an allocation that would still pass
  * it fails with NULL/ENOMEM.  Returns 0.  MOTE_MEMLIMIT sets it at start. */
-int heap_set_limit(uint64_t bytes);
+int mote__heap_set_limit(uint64_t bytes);
 
 /* 0, or -EINVAL when an allocator environment variable (MOTE_MALLOC_DECAY_MS,
  * MOTE_MEMLIMIT, MOTE_MALLOC_STATS) was invalid; the message went to stderr
  * and the variable was ignored. */
-int heap_check_env(void);
+int mote__heap_check_env(void);
 
 #endif

@@ -12,7 +12,7 @@
  *   huge     an allocation above HEAP_LARGE_MAX: its own mapping with a
  *            segment header (kind HEAP_SEG_HUGE) in front.
  * Any pointer mote returned is found from its address alone:
- *   heap_segmap[p >> 22] says whether p's 4 MiB unit is ours; the segment is
+ *   mote__heap_segmap[p >> 22] says whether p's 4 MiB unit is ours; the segment is
  *   p & ~(4 MiB - 1); the page is seg->map[(p >> 16) & 63].
  *
  * Ownership rules (the invariants every file relies on):
@@ -69,7 +69,7 @@ enum {
 
 typedef struct heap_block {
     struct heap_block *next;
-    uintptr_t cookie; /* (address ^ heap_key) while free: double-free check */
+    uintptr_t cookie; /* (address ^ mote__heap_key) while free: double-free check */
 } heap_block;
 
 struct heap_tcache;
@@ -130,7 +130,7 @@ typedef struct heap_queue {
 } heap_queue;
 
 typedef struct heap_tcache {
-    heap_page *cur[HEAP_NCLS]; /* == queue[c].first, or &heap_page_empty */
+    heap_page *cur[HEAP_NCLS]; /* == queue[c].first, or &mote__heap_page_empty */
     heap_queue queue[HEAP_NCLS];
     _Atomic(heap_page *) remote; /* pages notified by remote frees */
     _Atomic int dead;            /* 1 while in the pool (thread exited) */
@@ -157,28 +157,28 @@ static inline uint32_t page_used_add(heap_page *pg, int32_t d)
 /* ---- globals ---- */
 /* Atomic bytes: a unit is unmapped by one thread and mapped again by
  * another, with only the kernel in between. */
-extern _Atomic uint8_t heap_segmap[HEAP_SEGMAP_LEN];
+extern _Atomic uint8_t mote__heap_segmap[HEAP_SEGMAP_LEN];
 static inline uint8_t heap_segmap_get(uintptr_t idx)
 {
-    return atomic_load_explicit(&heap_segmap[idx], memory_order_relaxed);
+    return atomic_load_explicit(&mote__heap_segmap[idx], memory_order_relaxed);
 }
 static inline void heap_segmap_set(uintptr_t idx, uint8_t v)
 {
-    atomic_store_explicit(&heap_segmap[idx], v, memory_order_release);
+    atomic_store_explicit(&mote__heap_segmap[idx], v, memory_order_release);
 }
-extern uintptr_t heap_key;
-extern heap_tcache heap_tcache_empty;
-extern heap_page heap_page_empty;
-extern __thread heap_tcache *heap_tls __attribute__((tls_model("initial-exec")));
+extern uintptr_t mote__heap_key;
+extern heap_tcache mote__heap_tcache_empty;
+extern heap_page mote__heap_page_empty;
+extern __thread heap_tcache *mote__heap_tls __attribute__((tls_model("initial-exec")));
 
 /* ---- sizeclass.c ---- */
-extern uint32_t sizeclass_size[HEAP_NCLS];
-void sizeclass_init(void);
-extern uint8_t sizeclass_slices[HEAP_NCLS];
+extern uint32_t mote__sizeclass_size[HEAP_NCLS];
+void mote__sizeclass_init(void);
+extern uint8_t mote__sizeclass_slices[HEAP_NCLS];
 /* Class of every size up to 8 KiB in 16-byte steps (classes are multiples
  * of 16, so ceil(n/16) decides): one load on the fast path. */
 #define HEAP_CLS_TABLE_MAX 8192
-extern uint8_t sizeclass_table[HEAP_CLS_TABLE_MAX / 16 + 1];
+extern uint8_t mote__sizeclass_table[HEAP_CLS_TABLE_MAX / 16 + 1];
 static inline unsigned sizeclass_of_slow(size_t n)
 {
     if (n <= 128)
@@ -190,17 +190,17 @@ static inline unsigned sizeclass_of_slow(size_t n)
 static inline unsigned sizeclass_of(size_t n)
 {
     if (HEAP_LIKELY(n <= HEAP_CLS_TABLE_MAX))
-        return sizeclass_table[(n + 15) >> 4];
+        return mote__sizeclass_table[(n + 15) >> 4];
     return sizeclass_of_slow(n);
 }
 
 /* ---- os.c ---- */
-void *heap_os_map(size_t size, size_t align, bool noreserve);
-void heap_os_unmap(void *p, size_t size);
-void heap_os_decommit(void *p, size_t size);
-uint32_t heap_now_ms(void);
-void heap_write_err(const char *s);
-HEAP_COLD __attribute__((noreturn)) void heap_invalid_free(const void *p, const char *what);
+void *mote__heap_os_map(size_t size, size_t align, bool noreserve);
+void mote__heap_os_unmap(void *p, size_t size);
+void mote__heap_os_decommit(void *p, size_t size);
+uint32_t mote__heap_now_ms(void);
+void mote__heap_write_err(const char *s);
+HEAP_COLD __attribute__((noreturn)) void mote__heap_invalid_free(const void *p, const char *what);
 
 /* ---- config.c ---- */
 typedef struct heap_config {
@@ -209,45 +209,45 @@ typedef struct heap_config {
     int stats;       /* 0 none, 1 text, 2 json */
     int env_error;   /* an environment variable was invalid */
 } heap_config;
-extern heap_config heap_cfg;
-void heap_config_load(void);
+extern heap_config mote__heap_cfg;
+void mote__heap_config_load(void);
 
 /* ---- init (api.c / tcache.c) ---- */
-extern _Atomic int heap_initialized;
-void heap_init_slow(void);
+extern _Atomic int mote__heap_initialized;
+void mote__heap_init_slow(void);
 static inline void heap_ensure_init(void)
 {
-    if (HEAP_UNLIKELY(!atomic_load_explicit(&heap_initialized, memory_order_acquire)))
-        heap_init_slow();
+    if (HEAP_UNLIKELY(!atomic_load_explicit(&mote__heap_initialized, memory_order_acquire)))
+        mote__heap_init_slow();
 }
 
 /* ---- arena.c: segments, slice runs, large and huge blocks ---- */
-extern heap_lock heap_arena_lock;
-heap_page *arena_page_alloc(uint32_t slices, bool *zero); /* arena lock held */
-void arena_page_free(heap_page *pg);                       /* arena lock held */
-void *arena_large_alloc(size_t size, size_t align);
-void arena_large_free(heap_page *pg);
-void *arena_huge_alloc(size_t size, size_t align);
-void arena_huge_free(heap_segment *seg, const void *p);
+extern heap_lock mote__heap_arena_lock;
+heap_page *mote__arena_page_alloc(uint32_t slices, bool *zero); /* arena lock held */
+void mote__arena_page_free(heap_page *pg);                       /* arena lock held */
+void *mote__arena_large_alloc(size_t size, size_t align);
+void mote__arena_large_free(heap_page *pg);
+void *mote__arena_huge_alloc(size_t size, size_t align);
+void mote__arena_huge_free(heap_segment *seg, const void *p);
 /* Releases dirty free slices older than decay_ms; returns ms until the next
  * one is due, or -1 if none is waiting.  Takes the arena lock itself. */
-long arena_scavenge(uint32_t decay_ms, bool may_idle);
-int arena_set_limit(uint64_t bytes);
-uint64_t arena_committed(void);
-void arena_fork_prepare(void);
-void arena_fork_parent(void);
-void arena_fork_child(void);
+long mote__arena_scavenge(uint32_t decay_ms, bool may_idle);
+int mote__arena_set_limit(uint64_t bytes);
+uint64_t mote__arena_committed(void);
+void mote__arena_fork_prepare(void);
+void mote__arena_fork_parent(void);
+void mote__arena_fork_child(void);
 /* Live blocks and bytes per class, pages per class, from a walk of every
  * segment under the arena lock. */
 typedef struct heap_small_usage {
     uint64_t blocks[HEAP_NCLS], bytes[HEAP_NCLS], pages[HEAP_NCLS];
 } heap_small_usage;
-void arena_small_usage(heap_small_usage *u);
+void mote__arena_small_usage(heap_small_usage *u);
 typedef struct heap_arena_stats {
     uint64_t mapped, released, large_inuse, huge_inuse, segments, huge_count,
         decommits, released_total;
 } heap_arena_stats;
-void arena_stats(heap_arena_stats *st);
+void mote__arena_stats(heap_arena_stats *st);
 
 static inline heap_segment *heap_segment_of(const void *p)
 {
@@ -255,45 +255,45 @@ static inline heap_segment *heap_segment_of(const void *p)
 }
 
 /* ---- page.c ---- */
-void page_init_small(heap_page *pg, heap_tcache *owner, unsigned cls);
-void page_extend(heap_page *pg);
-void page_collect(heap_page *pg);
-bool page_try_mark_full(heap_page *pg);
-void page_set_normal(heap_page *pg, uintptr_t from_state);
-void page_free_remote(heap_page *pg, heap_block *b);
+void mote__page_init_small(heap_page *pg, heap_tcache *owner, unsigned cls);
+void mote__page_extend(heap_page *pg);
+void mote__page_collect(heap_page *pg);
+bool mote__page_try_mark_full(heap_page *pg);
+void mote__page_set_normal(heap_page *pg, uintptr_t from_state);
+void mote__page_free_remote(heap_page *pg, heap_block *b);
 
 /* ---- tcache.c ---- */
 /* n: the request, to find its class when cls is 0 (before init). */
-void *tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n);
-void tcache_page_freed(heap_tcache *h, heap_page *pg);
-void tcache_release_own(void);
-void tcache_collect_dead(void);
-void tcache_init_once(void);
-void tcache_fork_prepare(void);
-void tcache_fork_parent(void);
-void tcache_fork_child(void);
-heap_tcache *tcache_all(void);
+void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n);
+void mote__tcache_page_freed(heap_tcache *h, heap_page *pg);
+void mote__tcache_release_own(void);
+void mote__tcache_collect_dead(void);
+void mote__tcache_init_once(void);
+void mote__tcache_fork_prepare(void);
+void mote__tcache_fork_parent(void);
+void mote__tcache_fork_child(void);
+heap_tcache *mote__tcache_all(void);
 
 /* ---- scavenger.c ---- */
-void scavenger_ensure(void);
-void scavenger_kick(void);
+void mote__scavenger_ensure(void);
+void mote__scavenger_kick(void);
 /* Under the arena lock: bumped when dirty free slices appear; idle is 1
  * while the scavenger sleeps with nothing due. */
-extern uint64_t scavenger_gen;
-extern int scavenger_idle;
-void scavenger_note_dirty(void); /* arena lock held */
-void scavenger_fork_child(void);
+extern uint64_t mote__scavenger_gen;
+extern int mote__scavenger_idle;
+void mote__scavenger_note_dirty(void); /* arena lock held */
+void mote__scavenger_fork_child(void);
 
 /* ---- api.c ---- */
-void *heap_malloc(size_t n);
-void heap_free(void *p);
-void *heap_calloc(size_t n, size_t size);
-void *heap_realloc(void *p, size_t n);
-void *heap_memalign(size_t align, size_t n);
-size_t heap_usable_size(const void *p);
-void heap_release_all(void);
+void *mote__heap_malloc(size_t n);
+void mote__heap_free(void *p);
+void *mote__heap_calloc(size_t n, size_t size);
+void *mote__heap_realloc(void *p, size_t n);
+void *mote__heap_memalign(size_t align, size_t n);
+size_t mote__heap_usable_size(const void *p);
+void mote__heap_release_all(void);
 
 /* ---- stats.c ---- */
-void stats_print_at_exit(void);
+void mote__stats_print_at_exit(void);
 
 #endif

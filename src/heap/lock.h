@@ -16,10 +16,10 @@ typedef struct heap_lock {
 
 #define HEAP_LOCK_INIT {0}
 
-void heap_lock_slow(heap_lock *l);
-void heap_futex_wake(_Atomic int *addr, int n);
+void mote__heap_lock_slow(heap_lock *l);
+void mote__heap_futex_wake(_Atomic int *addr, int n);
 /* Sleeps while *addr == val, at most timeout_ms (< 0: no timeout). */
-void heap_futex_wait(_Atomic int *addr, int val, long timeout_ms);
+void mote__heap_futex_wait(_Atomic int *addr, int val, long timeout_ms);
 
 static inline void heap_lock_acquire(heap_lock *l)
 {
@@ -28,13 +28,13 @@ static inline void heap_lock_acquire(heap_lock *l)
                              &l->v, &c, 1, memory_order_acquire, memory_order_relaxed),
                          1))
         return;
-    heap_lock_slow(l);
+    mote__heap_lock_slow(l);
 }
 
 static inline void heap_lock_release(heap_lock *l)
 {
     if (atomic_exchange_explicit(&l->v, 0, memory_order_release) == 2)
-        heap_futex_wake(&l->v, 1);
+        mote__heap_futex_wake(&l->v, 1);
 }
 
 #endif

@@ -15,7 +15,7 @@
 
 #include "heap/internal.h"
 
-void *heap_os_map(size_t size, size_t align, bool noreserve)
+void *mote__heap_os_map(size_t size, size_t align, bool noreserve)
 {
     int flags = MAP_PRIVATE | MAP_ANONYMOUS | (noreserve ? MAP_NORESERVE : 0);
     if (align <= HEAP_OS_PAGE) {
@@ -36,26 +36,26 @@ void *heap_os_map(size_t size, size_t align, bool noreserve)
     return a;
 }
 
-void heap_os_unmap(void *p, size_t size)
+void mote__heap_os_unmap(void *p, size_t size)
 {
     munmap(p, size);
 }
 
-void heap_os_decommit(void *p, size_t size)
+void mote__heap_os_decommit(void *p, size_t size)
 {
     /* MADV_DONTNEED, not MADV_FREE: RSS must fall now, visibly, and a later
      * touch gets a zero page either way. */
     madvise(p, size, MADV_DONTNEED);
 }
 
-uint32_t heap_now_ms(void)
+uint32_t mote__heap_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (uint32_t)((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
 }
 
-void heap_write_err(const char *s)
+void mote__heap_write_err(const char *s)
 {
     size_t n = strlen(s);
     while (n > 0) {
@@ -69,20 +69,20 @@ void heap_write_err(const char *s)
     }
 }
 
-void heap_invalid_free(const void *p, const char *what)
+void mote__heap_invalid_free(const void *p, const char *what)
 {
     char buf[128];
     snprintf(buf, sizeof buf, "mote: %s(): invalid pointer %p\n", what, p);
-    heap_write_err(buf);
+    mote__heap_write_err(buf);
     abort();
 }
 
-void heap_futex_wake(_Atomic int *addr, int n)
+void mote__heap_futex_wake(_Atomic int *addr, int n)
 {
     syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
-void heap_futex_wait(_Atomic int *addr, int val, long timeout_ms)
+void mote__heap_futex_wait(_Atomic int *addr, int val, long timeout_ms)
 {
     struct timespec ts, *tp = NULL;
     if (timeout_ms >= 0) {
@@ -93,7 +93,7 @@ void heap_futex_wait(_Atomic int *addr, int val, long timeout_ms)
     syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, tp, NULL, 0);
 }
 
-void heap_lock_slow(heap_lock *l)
+void mote__heap_lock_slow(heap_lock *l)
 {
     for (int i = 0; i < 64; i++) {
         int c = 0;
@@ -104,5 +104,5 @@ void heap_lock_slow(heap_lock *l)
         __builtin_ia32_pause();
     }
     while (atomic_exchange_explicit(&l->v, 2, memory_order_acquire) != 0)
-        heap_futex_wait(&l->v, 2, -1);
+        mote__heap_futex_wait(&l->v, 2, -1);
 }

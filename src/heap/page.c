@@ -22,9 +22,9 @@
 #define TF_COUNT(t) ((uint32_t)((t) >> TF_COUNT_SHIFT))
 
 /* Arena lock held (metrics read kind/cls/bsize under it); carve after. */
-void page_init_small(heap_page *pg, heap_tcache *owner, unsigned cls)
+void mote__page_init_small(heap_page *pg, heap_tcache *owner, unsigned cls)
 {
-    uint32_t bsize = sizeclass_size[cls];
+    uint32_t bsize = mote__sizeclass_size[cls];
     pg->kind = HEAP_PAGE_SMALL;
     pg->cls = (uint8_t)cls;
     pg->bsize = bsize;
@@ -36,7 +36,7 @@ void page_init_small(heap_page *pg, heap_tcache *owner, unsigned cls)
 }
 
 /* Carves about HEAP_CARVE_BYTES more blocks onto the free list. */
-void page_extend(heap_page *pg)
+void mote__page_extend(heap_page *pg)
 {
     uint32_t n = (uint32_t)(HEAP_CARVE_BYTES / pg->bsize);
     if (n == 0)
@@ -55,7 +55,7 @@ void page_extend(heap_page *pg)
 }
 
 /* Moves remote-freed blocks to the local free list (owner only). */
-void page_collect(heap_page *pg)
+void mote__page_collect(heap_page *pg)
 {
     uintptr_t t = atomic_load_explicit(&pg->tfree, memory_order_relaxed);
     if (!TF_PTR(t))
@@ -79,7 +79,7 @@ void page_collect(heap_page *pg)
  * notifies, with acquire, then owns remote_next).  A page still FULL from
  * an earlier round, or NOTIFIED (it will come back through owner->remote),
  * may leave as it is.  False: remote blocks arrived, collect them. */
-bool page_try_mark_full(heap_page *pg)
+bool mote__page_try_mark_full(heap_page *pg)
 {
     uintptr_t t = atomic_load_explicit(&pg->tfree, memory_order_relaxed);
     if (t == HEAP_TF_FULL || (t & HEAP_TF_STATE) == HEAP_TF_NOTIFIED)
@@ -91,7 +91,7 @@ bool page_try_mark_full(heap_page *pg)
 }
 
 /* If the state is `from`, makes it NORMAL, keeping the pushed blocks. */
-void page_set_normal(heap_page *pg, uintptr_t from)
+void mote__page_set_normal(heap_page *pg, uintptr_t from)
 {
     uintptr_t t = atomic_load_explicit(&pg->tfree, memory_order_relaxed);
     while ((t & HEAP_TF_STATE) == from &&
@@ -101,7 +101,7 @@ void page_set_normal(heap_page *pg, uintptr_t from)
 }
 
 /* A non-owner frees b (its cookie is already set). */
-void page_free_remote(heap_page *pg, heap_block *b)
+void mote__page_free_remote(heap_page *pg, heap_block *b)
 {
     uintptr_t t = atomic_load_explicit(&pg->tfree, memory_order_relaxed), nt;
     do {
@@ -121,5 +121,5 @@ void page_free_remote(heap_page *pg, heap_block *b)
     } while (!atomic_compare_exchange_weak_explicit(&h->remote, &head, pg, memory_order_seq_cst,
                                                     memory_order_relaxed));
     if (atomic_load_explicit(&h->dead, memory_order_seq_cst))
-        scavenger_kick();
+        mote__scavenger_kick();
 }

@@ -4,9 +4,9 @@
  * when the oldest dirty free slice reaches the decay period
  * (MOTE_MALLOC_DECAY_MS), releases everything that old with MADV_DONTNEED
  * and sleeps again on a futex.  With nothing dirty it sleeps without a
- * timeout (scavenger_idle) until arena_page_free() wakes it: an idle
+ * timeout (mote__scavenger_idle) until mote__arena_page_free() wakes it: an idle
  * process costs 0% CPU.  It also empties the caches of exited threads when a
- * remote free lands in one (scavenger_kick).  Its signals are blocked, so
+ * remote free lands in one (mote__scavenger_kick).  Its signals are blocked, so
  * it never runs a program's signal handler.
  */
 #include <pthread.h>
@@ -15,8 +15,8 @@
 
 #include "heap/internal.h"
 
-uint64_t scavenger_gen; /* arena lock */
-int scavenger_idle;     /* arena lock */
+uint64_t mote__scavenger_gen; /* arena lock */
+int mote__scavenger_idle;     /* arena lock */
 static _Atomic int scav_state; /* 0 not started, 1 running or starting,
                                   2 could not start: scavenge inline */
 static _Atomic uint32_t scav_inline_last; /* ms, state 2 */
@@ -26,25 +26,25 @@ static _Atomic int scav_dead;  /* dead caches have notified pages */
 static void scavenger_wake(void)
 {
     atomic_fetch_add_explicit(&scav_seq, 1, memory_order_release);
-    heap_futex_wake(&scav_seq, 1);
+    mote__heap_futex_wake(&scav_seq, 1);
 }
 
-void scavenger_note_dirty(void)
+void mote__scavenger_note_dirty(void)
 {
-    scavenger_gen++;
-    if (scavenger_idle) {
-        scavenger_idle = 0;
+    mote__scavenger_gen++;
+    if (mote__scavenger_idle) {
+        mote__scavenger_idle = 0;
         scavenger_wake();
     }
 }
 
-void scavenger_kick(void)
+void mote__scavenger_kick(void)
 {
     atomic_store_explicit(&scav_dead, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&scav_state, memory_order_acquire) == 1)
         scavenger_wake();
     else
-        scavenger_ensure();
+        mote__scavenger_ensure();
 }
 
 static void *scavenger_main(void *arg)
@@ -54,14 +54,14 @@ static void *scavenger_main(void *arg)
     for (;;) {
         int seq = atomic_load_explicit(&scav_seq, memory_order_acquire);
         if (atomic_exchange_explicit(&scav_dead, 0, memory_order_seq_cst))
-            tcache_collect_dead();
-        long next = arena_scavenge(heap_cfg.decay_ms, true);
+            mote__tcache_collect_dead();
+        long next = mote__arena_scavenge(mote__heap_cfg.decay_ms, true);
         if (next == 0)
             continue;
         /* Sleep at least 10 ms: releases are batched, not one slice each. */
         if (next > 0 && next < 10)
             next = 10;
-        heap_futex_wait(&scav_seq, seq, next);
+        mote__heap_futex_wait(&scav_seq, seq, next);
     }
     return NULL;
 }
@@ -70,18 +70,18 @@ static void *scavenger_main(void *arg)
  * that give pages back do the scavenger's work, at most once per period. */
 static void scavenger_inline(void)
 {
-    uint32_t now = heap_now_ms(), last = atomic_load_explicit(&scav_inline_last, memory_order_relaxed);
-    uint32_t period = heap_cfg.decay_ms > 10 ? heap_cfg.decay_ms / 2 : 5;
+    uint32_t now = mote__heap_now_ms(), last = atomic_load_explicit(&scav_inline_last, memory_order_relaxed);
+    uint32_t period = mote__heap_cfg.decay_ms > 10 ? mote__heap_cfg.decay_ms / 2 : 5;
     if (now - last < period || !atomic_compare_exchange_strong_explicit(
                                    &scav_inline_last, &last, now, memory_order_relaxed,
                                    memory_order_relaxed))
         return;
     if (atomic_exchange_explicit(&scav_dead, 0, memory_order_seq_cst))
-        tcache_collect_dead();
-    arena_scavenge(heap_cfg.decay_ms, false);
+        mote__tcache_collect_dead();
+    mote__arena_scavenge(mote__heap_cfg.decay_ms, false);
 }
 
-void scavenger_ensure(void)
+void mote__scavenger_ensure(void)
 {
     int st = atomic_load_explicit(&scav_state, memory_order_relaxed);
     if (HEAP_LIKELY(st == 1))
@@ -106,7 +106,7 @@ void scavenger_ensure(void)
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (r != 0) {
-        heap_write_err("mote: cannot start the heap scavenger thread; free pages are "
+        mote__heap_write_err("mote: cannot start the heap scavenger thread; free pages are "
                        "returned on later frees instead\n");
         atomic_store_explicit(&scav_state, 2, memory_order_release);
     }
@@ -120,7 +120,7 @@ void scavenger_ensure(void)
 #endif
 #endif
 
-void scavenger_fork_child(void)
+void mote__scavenger_fork_child(void)
 {
     /* The thread did not survive the fork; the next freed page restarts it
      * (except under TSan, which cannot start threads in a fork child of a
@@ -128,5 +128,5 @@ void scavenger_fork_child(void)
 #ifndef SCAV_TSAN
     atomic_store_explicit(&scav_state, 0, memory_order_relaxed);
 #endif
-    scavenger_idle = 0;
+    mote__scavenger_idle = 0;
 }

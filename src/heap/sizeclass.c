@@ -9,27 +9,27 @@
  */
 #include "heap/internal.h"
 
-uint32_t sizeclass_size[HEAP_NCLS];
-uint8_t sizeclass_slices[HEAP_NCLS];
-/* Filled by sizeclass_init; entry 0 (malloc(0)) and 1 are class 1.  Until
+uint32_t mote__sizeclass_size[HEAP_NCLS];
+uint8_t mote__sizeclass_slices[HEAP_NCLS];
+/* Filled by mote__sizeclass_init; entry 0 (malloc(0)) and 1 are class 1.  Until
  * init every entry is 0: class 0's current page is always empty, so the
  * first malloc goes to the slow path, which initialises. */
-uint8_t sizeclass_table[HEAP_CLS_TABLE_MAX / 16 + 1];
+uint8_t mote__sizeclass_table[HEAP_CLS_TABLE_MAX / 16 + 1];
 
-void sizeclass_init(void)
+void mote__sizeclass_init(void)
 {
     for (unsigned c = 1; c <= 8; c++)
-        sizeclass_size[c] = 16 * c;
+        mote__sizeclass_size[c] = 16 * c;
     unsigned c = 9;
     for (uint32_t base = 128; base < HEAP_SMALL_MAX; base *= 2)
         for (uint32_t j = 1; j <= 4; j++)
-            sizeclass_size[c++] = base + j * (base / 4);
+            mote__sizeclass_size[c++] = base + j * (base / 4);
     for (size_t i = 0; i <= HEAP_CLS_TABLE_MAX / 16; i++)
-        sizeclass_table[i] = (uint8_t)sizeclass_of_slow(i * 16);
+        mote__sizeclass_table[i] = (uint8_t)sizeclass_of_slow(i * 16);
     for (c = 1; c < HEAP_NCLS; c++) {
-        uint32_t s = sizeclass_size[c];
+        uint32_t s = mote__sizeclass_size[c];
         if (s <= 8192) {
-            sizeclass_slices[c] = 1;
+            mote__sizeclass_slices[c] = 1;
         } else {
             uint32_t n = (uint32_t)((8UL * s + HEAP_SLICE_SIZE - 1) / HEAP_SLICE_SIZE);
             /* pick the length in [n, n+2] that wastes the least tail */
@@ -37,7 +37,7 @@ void sizeclass_init(void)
             for (uint32_t k = n; k <= n + 2; k++)
                 if ((k * HEAP_SLICE_SIZE) % s * best < (best * HEAP_SLICE_SIZE) % s * k)
                     best = k;
-            sizeclass_slices[c] = (uint8_t)best;
+            mote__sizeclass_slices[c] = (uint8_t)best;
         }
     }
 }

@@ -28,13 +28,13 @@ typedef struct stats_snap {
 static void stats_take(stats_snap *s)
 {
     memset(s, 0, sizeof *s);
-    for (heap_tcache *h = tcache_all(); h; h = h->all_next)
+    for (heap_tcache *h = mote__tcache_all(); h; h = h->all_next)
         s->caches++;
-    arena_small_usage(&s->u);
+    mote__arena_small_usage(&s->u);
     uint64_t small = 0;
     for (unsigned c = 1; c < HEAP_NCLS; c++)
         small += s->u.bytes[c];
-    arena_stats(&s->a);
+    mote__arena_stats(&s->a);
     s->inuse = small + s->a.large_inuse + s->a.huge_inuse;
     s->mapped = s->a.mapped;
     s->released = s->a.released < s->mapped ? s->a.released : s->mapped;
@@ -57,7 +57,7 @@ static uint64_t stats_value(const stats_snap *s, unsigned i)
     }
 }
 
-int heap_metric(const char *name, uint64_t *value)
+int mote__heap_metric(const char *name, uint64_t *value)
 {
     if (!name || !value)
         return -EINVAL;
@@ -72,7 +72,7 @@ int heap_metric(const char *name, uint64_t *value)
     return -ENOENT;
 }
 
-void heap_metric_each(void (*fn)(const char *name, uint64_t value, void *ctx), void *ctx)
+void mote__heap_metric_each(void (*fn)(const char *name, uint64_t value, void *ctx), void *ctx)
 {
     stats_snap s;
     stats_take(&s);
@@ -84,7 +84,7 @@ void heap_metric_each(void (*fn)(const char *name, uint64_t value, void *ctx), v
  * buffer and written with write(2). */
 static char stats_buf[16384];
 
-void stats_print_at_exit(void)
+void mote__stats_print_at_exit(void)
 {
     stats_snap s;
     stats_take(&s);
@@ -94,7 +94,7 @@ void stats_print_at_exit(void)
         if (n < cap)                                                          \
             n += (size_t)snprintf(stats_buf + n, cap - n, __VA_ARGS__);       \
     } while (0)
-    if (heap_cfg.stats == 2) {
+    if (mote__heap_cfg.stats == 2) {
         OUT("{\"inuse\":%llu,\"free\":%llu,\"released\":%llu,\"mapped\":%llu,"
             "\"segments\":%llu,\"huge\":%llu,\"large_inuse\":%llu,\"huge_inuse\":%llu,"
             "\"decommits\":%llu,\"released_total\":%llu,\"thread_caches\":%llu,"
@@ -104,14 +104,14 @@ void stats_print_at_exit(void)
             (unsigned long long)s.a.segments, (unsigned long long)s.a.huge_count,
             (unsigned long long)s.a.large_inuse, (unsigned long long)s.a.huge_inuse,
             (unsigned long long)s.a.decommits, (unsigned long long)s.a.released_total,
-            (unsigned long long)s.caches, heap_cfg.decay_ms,
-            (unsigned long long)heap_cfg.limit);
+            (unsigned long long)s.caches, mote__heap_cfg.decay_ms,
+            (unsigned long long)mote__heap_cfg.limit);
         bool first = true;
         for (unsigned c = 1; c < HEAP_NCLS; c++) {
             if (!s.u.pages[c])
                 continue;
             OUT("%s{\"size\":%u,\"pages\":%llu,\"live\":%llu,\"live_bytes\":%llu}",
-                first ? "" : ",", sizeclass_size[c], (unsigned long long)s.u.pages[c],
+                first ? "" : ",", mote__sizeclass_size[c], (unsigned long long)s.u.pages[c],
                 (unsigned long long)s.u.blocks[c], (unsigned long long)s.u.bytes[c]);
             first = false;
         }
@@ -122,8 +122,8 @@ void stats_print_at_exit(void)
         for (unsigned c = 1; c < HEAP_NCLS; c++) {
             if (!s.u.pages[c])
                 continue;
-            uint64_t cap = s.u.pages[c] * sizeclass_slices[c] * HEAP_SLICE_SIZE;
-            OUT("%10u %10llu %14llu %14llu %7.1f%%\n", sizeclass_size[c],
+            uint64_t cap = s.u.pages[c] * mote__sizeclass_slices[c] * HEAP_SLICE_SIZE;
+            OUT("%10u %10llu %14llu %14llu %7.1f%%\n", mote__sizeclass_size[c],
                 (unsigned long long)s.u.pages[c], (unsigned long long)s.u.blocks[c],
                 (unsigned long long)s.u.bytes[c], cap ? 100.0 * (double)s.u.bytes[c] / (double)cap : 0.0);
         }
@@ -143,5 +143,5 @@ void stats_print_at_exit(void)
     if (n > cap - 1)
         n = cap - 1;
     stats_buf[n] = 0;
-    heap_write_err(stats_buf);
+    mote__heap_write_err(stats_buf);
 }

@@ -7,9 +7,9 @@
  *   - a live cache is touched only by its thread, except cache->remote
  *     (lock-free stack of notified pages) and the relaxed counters;
  *   - cur[c] is a page in queue[c] (the one a local free last went to, or
- *     the first), or &heap_page_empty when the queue is empty, so the fast
- *     path needs no NULL test; the static heap_tcache_empty has
- *     every cur[c] at &heap_page_empty and sends each thread to the slow
+ *     the first), or &mote__heap_page_empty when the queue is empty, so the fast
+ *     path needs no NULL test; the static mote__heap_tcache_empty has
+ *     every cur[c] at &mote__heap_page_empty and sends each thread to the slow
  *     path on its first malloc;
  *   - caches are never freed: a thread's cache goes to the pool when the
  *     thread exits (pthread key destructor) and a new thread adopts it.  So
@@ -25,9 +25,9 @@
 
 #include "heap/internal.h"
 
-heap_page heap_page_empty;
-heap_tcache heap_tcache_empty = {.cur = {[0 ... HEAP_NCLS - 1] = &heap_page_empty}};
-__thread heap_tcache *heap_tls __attribute__((tls_model("initial-exec"))) = &heap_tcache_empty;
+heap_page mote__heap_page_empty;
+heap_tcache mote__heap_tcache_empty = {.cur = {[0 ... HEAP_NCLS - 1] = &mote__heap_page_empty}};
+__thread heap_tcache *mote__heap_tls __attribute__((tls_model("initial-exec"))) = &mote__heap_tcache_empty;
 
 static heap_lock pool_lock = HEAP_LOCK_INIT;
 static heap_tcache *pool;                 /* dead caches, under pool_lock */
@@ -37,7 +37,7 @@ static uint8_t *meta_cur, *meta_end; /* bump allocator for caches */
 static pthread_key_t tcache_key;
 static bool tcache_key_ok;
 
-heap_tcache *tcache_all(void)
+heap_tcache *mote__tcache_all(void)
 {
     return atomic_load_explicit(&all_caches, memory_order_acquire);
 }
@@ -46,7 +46,7 @@ heap_tcache *tcache_all(void)
 
 static inline void queue_sync_cur(heap_tcache *h, unsigned c)
 {
-    h->cur[c] = h->queue[c].first ? h->queue[c].first : &heap_page_empty;
+    h->cur[c] = h->queue[c].first ? h->queue[c].first : &mote__heap_page_empty;
 }
 
 static void queue_remove(heap_tcache *h, heap_page *pg)
@@ -94,7 +94,7 @@ static void queue_push_back(heap_tcache *h, heap_page *pg)
 
 static void tcache_thread_exit(void *arg);
 
-void tcache_init_once(void)
+void mote__tcache_init_once(void)
 {
     tcache_key_ok = pthread_key_create(&tcache_key, tcache_thread_exit) == 0;
 }
@@ -109,7 +109,7 @@ static heap_tcache *tcache_acquire(void)
     } else {
         if (meta_end - meta_cur < (ptrdiff_t)sizeof(heap_tcache)) {
             size_t chunk = 256 * 1024;
-            meta_cur = heap_os_map(chunk, HEAP_OS_PAGE, false);
+            meta_cur = mote__heap_os_map(chunk, HEAP_OS_PAGE, false);
             if (!meta_cur) {
                 meta_end = NULL;
                 heap_lock_release(&pool_lock);
@@ -120,15 +120,15 @@ static heap_tcache *tcache_acquire(void)
         h = (heap_tcache *)meta_cur;
         meta_cur += (sizeof(heap_tcache) + 63) & ~(size_t)63;
         for (unsigned c = 0; c < HEAP_NCLS; c++)
-            h->cur[c] = &heap_page_empty;
+            h->cur[c] = &mote__heap_page_empty;
         h->id = ncaches++;
         h->all_next = atomic_load_explicit(&all_caches, memory_order_relaxed);
         atomic_store_explicit(&all_caches, h, memory_order_release);
     }
     heap_lock_release(&pool_lock);
     atomic_store_explicit(&h->dead, 0, memory_order_seq_cst);
-    heap_tls = h;
-    /* Set after heap_tls: pthread_setspecific may itself allocate. */
+    mote__heap_tls = h;
+    /* Set after mote__heap_tls: pthread_setspecific may itself allocate. */
     if (tcache_key_ok)
         pthread_setspecific(tcache_key, h);
     return h;
@@ -141,7 +141,7 @@ static void tcache_drain_remote(heap_tcache *h)
     while (pg) {
         heap_page *next = pg->remote_next;
         pg->remote_next = NULL;
-        page_set_normal(pg, HEAP_TF_NOTIFIED);
+        mote__page_set_normal(pg, HEAP_TF_NOTIFIED);
         if (pg->in_full) {
             pg->in_full = 0;
             queue_push_back(h, pg);
@@ -166,13 +166,13 @@ static void tcache_cleanup(heap_tcache *h, bool park)
         heap_page *pg = h->queue[c].first;
         while (pg) {
             heap_page *next = pg->next;
-            page_collect(pg);
+            mote__page_collect(pg);
             if (page_used(pg) == 0 && !page_notified(pg)) {
                 queue_remove(h, pg);
                 pg->next = to_free;
                 to_free = pg;
             } else if (park) {
-                if (page_try_mark_full(pg)) {
+                if (mote__page_try_mark_full(pg)) {
                     queue_remove(h, pg);
                     pg->in_full = 1;
                 } else {
@@ -183,36 +183,36 @@ static void tcache_cleanup(heap_tcache *h, bool park)
         }
     }
     if (to_free) {
-        heap_lock_acquire(&heap_arena_lock);
+        heap_lock_acquire(&mote__heap_arena_lock);
         while (to_free) {
             heap_page *next = to_free->next;
-            arena_page_free(to_free);
+            mote__arena_page_free(to_free);
             to_free = next;
         }
-        heap_lock_release(&heap_arena_lock);
-        scavenger_ensure();
+        heap_lock_release(&mote__heap_arena_lock);
+        mote__scavenger_ensure();
     }
 }
 
 static void tcache_thread_exit(void *arg)
 {
     heap_tcache *h = arg;
-    if (!h || h != heap_tls)
+    if (!h || h != mote__heap_tls)
         return;
     /* dead = 1 before the last drain: a remote free that pushes after it
      * sees dead and kicks the scavenger (both seq_cst). */
     atomic_store_explicit(&h->dead, 1, memory_order_seq_cst);
     tcache_cleanup(h, true);
-    heap_tls = &heap_tcache_empty;
+    mote__heap_tls = &mote__heap_tcache_empty;
     heap_lock_acquire(&pool_lock);
     h->pool_next = pool;
     pool = h;
     heap_lock_release(&pool_lock);
     if (atomic_load_explicit(&h->remote, memory_order_seq_cst))
-        scavenger_kick();
+        mote__scavenger_kick();
 }
 
-void tcache_collect_dead(void)
+void mote__tcache_collect_dead(void)
 {
     heap_lock_acquire(&pool_lock);
     for (heap_tcache *h = pool; h; h = h->pool_next)
@@ -221,10 +221,10 @@ void tcache_collect_dead(void)
     heap_lock_release(&pool_lock);
 }
 
-void tcache_release_own(void)
+void mote__tcache_release_own(void)
 {
-    heap_tcache *h = heap_tls;
-    if (h != &heap_tcache_empty)
+    heap_tcache *h = mote__heap_tls;
+    if (h != &mote__heap_tcache_empty)
         tcache_cleanup(h, false);
 }
 
@@ -236,9 +236,9 @@ static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
     while (pg) {
         heap_page *next = pg->next;
         if (!pg->free)
-            page_collect(pg);
+            mote__page_collect(pg);
         if (!pg->free)
-            page_extend(pg);
+            mote__page_extend(pg);
         if (pg->free) {
             if (pg != h->queue[cls].first) {
                 queue_remove(h, pg);
@@ -247,28 +247,28 @@ static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
             h->cur[cls] = pg;
             return pg;
         }
-        if (!page_try_mark_full(pg))
+        if (!mote__page_try_mark_full(pg))
             continue; /* a remote free raced in: collect it */
         queue_remove(h, pg);
         pg->in_full = 1;
         pg = next;
     }
     bool zero;
-    heap_lock_acquire(&heap_arena_lock);
-    pg = arena_page_alloc(sizeclass_slices[cls], &zero);
+    heap_lock_acquire(&mote__heap_arena_lock);
+    pg = mote__arena_page_alloc(mote__sizeclass_slices[cls], &zero);
     if (pg)
-        page_init_small(pg, h, cls);
-    heap_lock_release(&heap_arena_lock);
+        mote__page_init_small(pg, h, cls);
+    heap_lock_release(&mote__heap_arena_lock);
     if (!pg)
         return NULL;
-    page_extend(pg);
+    mote__page_extend(pg);
     queue_push_front(h, pg);
     return pg;
 }
 
-void *tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n)
+void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n)
 {
-    if (h == &heap_tcache_empty) {
+    if (h == &mote__heap_tcache_empty) {
         heap_ensure_init();
         h = tcache_acquire();
         if (!h) {
@@ -293,7 +293,7 @@ void *tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n)
 }
 
 /* The owner freed a block of pg and pg is now empty or was parked full. */
-void tcache_page_freed(heap_tcache *h, heap_page *pg)
+void mote__tcache_page_freed(heap_tcache *h, heap_page *pg)
 {
     if (pg->in_full) { /* back in the queue; tfree may stay FULL (page.c) */
         pg->in_full = 0;
@@ -310,25 +310,25 @@ void tcache_page_freed(heap_tcache *h, heap_page *pg)
     if (page_notified(pg))
         return;
     queue_remove(h, pg);
-    heap_lock_acquire(&heap_arena_lock);
-    arena_page_free(pg);
-    heap_lock_release(&heap_arena_lock);
-    scavenger_ensure();
+    heap_lock_acquire(&mote__heap_arena_lock);
+    mote__arena_page_free(pg);
+    heap_lock_release(&mote__heap_arena_lock);
+    mote__scavenger_ensure();
 }
 
 /* ---- fork ---- */
 
-void tcache_fork_prepare(void)
+void mote__tcache_fork_prepare(void)
 {
     heap_lock_acquire(&pool_lock);
 }
 
-void tcache_fork_parent(void)
+void mote__tcache_fork_parent(void)
 {
     heap_lock_release(&pool_lock);
 }
 
-void tcache_fork_child(void)
+void mote__tcache_fork_child(void)
 {
     atomic_store_explicit(&pool_lock.v, 0, memory_order_release);
 }

@@ -1,22 +1,22 @@
 /*
  * switch.S - x86-64 SysV context switch for mote tasks.
  *
- * arch_switch(from, to): pushes rbp, rbx, r12-r15 and an 8-byte slot holding
+ * mote__arch_switch(from, to): pushes rbp, rbx, r12-r15 and an 8-byte slot holding
  * MXCSR (low half) and the x87 control word (high half), saves rsp in
  * from->sp, loads to->sp and restores the same set in reverse.  Saving the
  * floating-point control state keeps a task's rounding mode and exception
  * masks its own even when another task on the same thread changes them.
  *
- * arch_task_trampoline: first "return address" of a new context.  It calls
+ * mote__arch_task_trampoline: first "return address" of a new context.  It calls
  * r12(r13) with a 16-byte aligned stack; rip is marked undefined in the CFI so
  * debuggers and unwinders stop here instead of walking into garbage.
  */
     .text
-    .globl  arch_switch
-    .hidden arch_switch
-    .type   arch_switch, @function
+    .globl  mote__arch_switch
+    .hidden mote__arch_switch
+    .type   mote__arch_switch, @function
     .p2align 4
-arch_switch:
+mote__arch_switch:
     .cfi_startproc
     pushq   %rbp
     pushq   %rbx
@@ -40,19 +40,19 @@ arch_switch:
     popq    %rbp
     ret
     .cfi_endproc
-    .size   arch_switch, .-arch_switch
+    .size   mote__arch_switch, .-mote__arch_switch
 
-    .globl  arch_task_trampoline
-    .hidden arch_task_trampoline
-    .type   arch_task_trampoline, @function
+    .globl  mote__arch_task_trampoline
+    .hidden mote__arch_task_trampoline
+    .type   mote__arch_task_trampoline, @function
     .p2align 4
-arch_task_trampoline:
+mote__arch_task_trampoline:
     .cfi_startproc
     .cfi_undefined rip
     movq    %r13, %rdi
     callq   *%r12
     ud2
     .cfi_endproc
-    .size   arch_task_trampoline, .-arch_task_trampoline
+    .size   mote__arch_task_trampoline, .-mote__arch_task_trampoline
 
     .section .note.GNU-stack,"",@progbits

@@ -48,34 +48,34 @@ static void *os_map(void *at, size_t len, const char *name)
     return p;
 }
 
-void *os_reserve(size_t len)
+void *mote__os_reserve(size_t len)
 {
     return os_map(NULL, len, NULL);
 }
 
-void *os_reserve_named(size_t len, const char *name)
+void *mote__os_reserve_named(size_t len, const char *name)
 {
     return os_map(NULL, len, name);
 }
 
-int os_renew(void *p, size_t len, const char *name)
+int mote__os_renew(void *p, size_t len, const char *name)
 {
     return os_map(p, len, name) ? 0 : -errno;
 }
 
-void os_release(void *p, size_t len)
+void mote__os_release(void *p, size_t len)
 {
     if (p)
         munmap(p, len);
 }
 
-static int os_guard_cached; /* 0 unknown, else enum os_guard_mode */
+static int os_guard_cached; /* 0 unknown, else enum mote__os_guard_mode */
 
-enum os_guard_mode os_guard_mode(void)
+enum mote__os_guard_mode mote__os_guard_mode(void)
 {
     int m = __atomic_load_n(&os_guard_cached, __ATOMIC_RELAXED);
     if (m)
-        return (enum os_guard_mode)m;
+        return (enum mote__os_guard_mode)m;
     /* Probe on a scratch page so the answer does not depend on a caller. */
     m = OS_GUARD_MPROTECT;
     void *p = mmap(NULL, OS_PAGE, PROT_READ | PROT_WRITE,
@@ -88,18 +88,18 @@ enum os_guard_mode os_guard_mode(void)
     if (getenv("MOTE_FORCE_MPROTECT_GUARD")) /* tests of the fallback */
         m = OS_GUARD_MPROTECT;
     __atomic_store_n(&os_guard_cached, m, __ATOMIC_RELAXED);
-    return (enum os_guard_mode)m;
+    return (enum mote__os_guard_mode)m;
 }
 
-int os_guard(void *p, size_t len)
+int mote__os_guard(void *p, size_t len)
 {
-    int r = os_guard_mode() == OS_GUARD_MADVISE
+    int r = mote__os_guard_mode() == OS_GUARD_MADVISE
                 ? madvise(p, len, MADV_GUARD_INSTALL)
                 : mprotect(p, len, PROT_NONE);
     return r == 0 ? 0 : -errno;
 }
 
-int os_decommit(void *p, size_t len)
+int mote__os_decommit(void *p, size_t len)
 {
     return madvise(p, len, MADV_DONTNEED) == 0 ? 0 : -errno;
 }
@@ -132,7 +132,7 @@ static int os_pidfd(void)
     return nfd;
 }
 
-int os_decommit_batch(const struct iovec *ranges, size_t n)
+int mote__os_decommit_batch(const struct iovec *ranges, size_t n)
 {
     int fd = os_pidfd();
     size_t i = 0;
@@ -152,14 +152,14 @@ int os_decommit_batch(const struct iovec *ranges, size_t n)
         i += k;
     }
     for (; i < n; i++) {
-        int r = os_decommit(ranges[i].iov_base, ranges[i].iov_len);
+        int r = mote__os_decommit(ranges[i].iov_base, ranges[i].iov_len);
         if (r)
             return r;
     }
     return 0;
 }
 
-void os_futex_wait(int *word, int val, int64_t timeout_ns)
+void mote__os_futex_wait(int *word, int val, int64_t timeout_ns)
 {
     struct timespec ts, *tsp = NULL;
     if (timeout_ns >= 0) {
@@ -170,7 +170,7 @@ void os_futex_wait(int *word, int val, int64_t timeout_ns)
     syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, tsp, NULL, 0);
 }
 
-void os_futex_wake(int *word, int n)
+void mote__os_futex_wake(int *word, int n)
 {
     syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
@@ -182,17 +182,17 @@ static int64_t os_clock_ns(clockid_t id)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int64_t os_now_ns(void)
+int64_t mote__os_now_ns(void)
 {
     return os_clock_ns(CLOCK_MONOTONIC);
 }
 
-int64_t os_coarse_ns(void)
+int64_t mote__os_coarse_ns(void)
 {
     return os_clock_ns(CLOCK_MONOTONIC_COARSE);
 }
 
-int os_ncpus(void)
+int mote__os_ncpus(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
@@ -212,7 +212,7 @@ static bool os_read_proc(const char *path, char *buf, size_t len)
     return true;
 }
 
-uint64_t os_rss_bytes(void)
+uint64_t mote__os_rss_bytes(void)
 {
     char buf[128];
     if (!os_read_proc("/proc/self/statm", buf, sizeof buf))
@@ -221,7 +221,7 @@ uint64_t os_rss_bytes(void)
     return p ? strtoull(p + 1, NULL, 10) * OS_PAGE : 0;
 }
 
-uint64_t os_status_bytes(const char *field)
+uint64_t mote__os_status_bytes(const char *field)
 {
     char buf[4096];
     if (!os_read_proc("/proc/self/status", buf, sizeof buf))
@@ -234,7 +234,7 @@ uint64_t os_status_bytes(const char *field)
     return 0;
 }
 
-uint64_t os_rss_in_ranges(const uintptr_t *starts, const uintptr_t *ends,
+uint64_t mote__os_rss_in_ranges(const uintptr_t *starts, const uintptr_t *ends,
                           size_t n)
 {
     FILE *f = fopen("/proc/self/smaps", "re");
@@ -254,7 +254,7 @@ uint64_t os_rss_in_ranges(const uintptr_t *starts, const uintptr_t *ends,
             inside = false;
             /* Adjacent chunks may merge into one mapping: count any
              * mapping that overlaps a range (named mappings, see
-             * os_reserve_named, merge only with their own kind). */
+             * mote__os_reserve_named, merge only with their own kind). */
             for (size_t i = 0; i < n; i++)
                 if (lo < ends[i] && hi > starts[i]) {
                     inside = true;
