@@ -1,10 +1,22 @@
 /*
  * mote.h - the whole public API of mote: Go-style tasks, channels, select and
- * sync for C, on fixed-address stacks, plus mote's thread-caching allocator.
+ * sync for C on fixed-address stacks, task-aware I/O, and mote's
+ * thread-caching allocator.
  *
- * Conventions: functions return 0 or a negative errno value (MOTE_ECLOSED is
- * mote's own negative code, not an errno).  Misuse that Go panics on is an
- * error here, never undefined behaviour.
+ * Conventions, for every call below:
+ *  - Errors are values: a call returns 0 (or a count, an index, a
+ *    descriptor) or a negative errno value; MOTE_ECLOSED is mote's own code
+ *    for a closed channel.  Each declaration lists every value it returns.
+ *  - Misuse that Go panics on is an error here, never undefined behaviour:
+ *    a NULL or stray object is -EINVAL; a call that may block (wait on a
+ *    channel, mutex, condition, wait group, timer or descriptor) made
+ *    outside a task is -EPERM, whether or not it would have blocked.
+ *  - Timeouts are nanoseconds on the monotonic clock: < 0 waits forever,
+ *    0 never waits.
+ *  - Objects (channels, wait groups, mutexes, conditions) outlive runs:
+ *    when mote_run returns, tasks still blocked on them are discarded and
+ *    taken out of their queues; buffered values, counts and the lock state
+ *    stay.  A mutex held by a discarded task stays locked.
  */
 #ifndef MOTE_H
 #define MOTE_H
@@ -18,92 +30,150 @@
 extern "C" {
 #endif
 
-/* ---- errors ---------------------------------------------------------- */
+/* The one export macro: every function of this header is visible from
+ * libmote.so; nothing else is. */
+#if defined(__GNUC__)
+#define MOTE_API __attribute__((visibility("default")))
+#else
+#define MOTE_API
+#endif
+
+/* ---- version ------------------------------------------------------------ */
+
+#define MOTE_VERSION_MAJOR 0
+#define MOTE_VERSION_MINOR 2
+#define MOTE_VERSION_PATCH 0
+/* 0xMMmmpp: compare with MOTE_VERSION >= 0x000200. */
+#define MOTE_VERSION                                                           \
+    ((MOTE_VERSION_MAJOR << 16) | (MOTE_VERSION_MINOR << 8) | MOTE_VERSION_PATCH)
+#define MOTE_VERSION_STRING "0.2.0"
+
+/* The version of the library linked in ("0.2.0"), which may differ from
+ * the header's MOTE_VERSION_STRING with a shared library. */
+MOTE_API const char *mote_version(void);
+
+/* ---- errors ------------------------------------------------------------- */
 
 /* Operation on a closed channel.  Below every errno value. */
 #define MOTE_ECLOSED (-10001)
 
-/* A short English description of err (a negative errno or MOTE_E* code). */
-const char *mote_strerror(int err);
+/* A short English description of err (0, a negative errno or MOTE_E*);
+ * never NULL. */
+MOTE_API const char *mote_strerror(int err);
 
-/* ---- tasks ----------------------------------------------------------- */
+/* ---- tasks -------------------------------------------------------------- */
 
 typedef void (*mote_fn)(void *arg);
 
+/* Options for one task.  Initialise with MOTE_TASK_OPTS_INIT (or {0}) and
+ * set the fields you need: the struct may grow, and `size` tells the
+ * library which fields your program knows. */
 typedef struct mote_task_opts {
+    size_t size;       /* sizeof(mote_task_opts) (MOTE_TASK_OPTS_INIT sets
+                          it); 0 means name and stack_size only */
     const char *name;  /* for diagnostics; NULL names the task by its entry
                           function.  Not copied: must outlive the task. */
-    size_t stack_size; /* this task's maximum stack in bytes; 0 = the default
-                          (MOTE_STACK_SIZE).  Rounded up to whole pages. */
+    size_t stack_size; /* this task's maximum stack in bytes, 8 KiB-1 GiB,
+                          rounded up to a power of two; 0 = the default
+                          (MOTE_STACK_SIZE) */
 } mote_task_opts;
+#define MOTE_TASK_OPTS_INIT {.size = sizeof(mote_task_opts)}
 
-/* Runs main as the first task of a fresh runtime and returns when main
- * returns: 0, or a negative errno (-EINVAL bad configuration, -EBUSY a
- * runtime already runs in this process, -EDEADLK every task blocked forever,
- * -ENOMEM).  Tasks still alive when main returns are discarded and their
- * stacks released.  mote_run may be called again afterwards. */
-int mote_run(mote_fn main, void *arg);
+/* Runs main(arg) as the first task of a fresh runtime and returns when main
+ * returns.  0; -EINVAL (main NULL, or an invalid MOTE_* variable, reported
+ * on stderr); -EBUSY (a run is already in progress in this process);
+ * -EDEADLK (every task blocked forever: each is reported on stderr);
+ * -ENOMEM; -EAGAIN (a worker thread could not be started).  Tasks still
+ * alive when main returns are discarded without unwinding and their stacks
+ * released; mote_run cannot return while a task is inside a blocking system
+ * call that mote does not know about (use mote_read & co, or
+ * mote_offload).  mote_run may be called again afterwards. */
+MOTE_API int mote_run(mote_fn main, void *arg);
 
-/* Spawns a task: 0, -ENOMEM, -EINVAL (fn NULL, bad stack size), or -EPERM
- * when no runtime is running.  Callable from any task and from any plain
- * thread while a runtime runs. */
-int mote_go(mote_fn fn, void *arg);
-int mote_go_ex(mote_fn fn, void *arg, const mote_task_opts *opts);
+/* Spawns fn(arg).  Callable from any task and from any plain thread while a
+ * run is in progress.  0; -EINVAL (fn NULL, a bad stack_size or opts->size);
+ * -ENOMEM (no memory, or MOTE_MEMLIMIT reached); -EPERM (no run in
+ * progress, or it is ending). */
+MOTE_API int mote_go(mote_fn fn, void *arg);
+MOTE_API int mote_go_ex(mote_fn fn, void *arg, const mote_task_opts *opts);
 
-uint64_t mote_id(void);        /* current task's id (>= 1); 0 outside a task */
-const char *mote_name(void);   /* current task's name; NULL outside a task */
-void mote_yield(void);         /* let other runnable tasks on this worker run */
-int mote_sleep(int64_t ns);    /* park >= ns on the monotonic clock; 0, or
-                                  -EPERM outside a task */
-int64_t mote_now(void);        /* monotonic clock, nanoseconds */
+MOTE_API uint64_t mote_id(void);      /* current task's id (>= 1); 0 outside a task */
+MOTE_API const char *mote_name(void); /* current task's name; NULL outside a task */
+/* Lets other runnable tasks of this worker run; outside a task, yields the
+ * thread (sched_yield). */
+MOTE_API void mote_yield(void);
+/* Parks the task for at least ns nanoseconds (ns <= 0: a yield).  0; -EPERM
+ * outside a task; -ENOMEM when the timer cannot be recorded. */
+MOTE_API int mote_sleep(int64_t ns);
+MOTE_API int64_t mote_now(void); /* monotonic clock, nanoseconds */
 
-/* ---- metrics --------------------------------------------------------- */
+/* ---- metrics ------------------------------------------------------------ */
 
-/* Reads one metric by its name ("/tasks/live:tasks" ...): 0, or -ENOENT for
- * an unknown name, -EINVAL for NULL arguments.  Safe from any thread at any
- * time, also when no runtime runs. */
-int mote_metric(const char *name, uint64_t *value);
+/* Reads one metric by name ("/tasks/live:tasks", ...): 0; -ENOENT for an
+ * unknown name; -EINVAL for NULL arguments.  Safe from any thread at any
+ * time, also when no run is in progress. */
+MOTE_API int mote_metric(const char *name, uint64_t *value);
 
-/* Calls fn for every metric name, in a stable order. */
-void mote_metric_each(void (*fn)(const char *name, uint64_t value, void *ctx),
-                      void *ctx);
+/* Calls fn for every metric, in a stable order: 0, or -EINVAL (fn NULL). */
+MOTE_API int mote_metric_each(void (*fn)(const char *name, uint64_t value, void *ctx),
+                              void *ctx);
 
 enum { MOTE_METRICS_TEXT = 0, MOTE_METRICS_JSON = 1 };
-/* Writes every metric to fd as "name value" lines or one JSON object. */
-int mote_metrics_print(int fd, int format);
+/* Writes every metric to fd as "name value" lines or one JSON object: 0;
+ * -EINVAL (bad format); -EBADF or another -errno from writing. */
+MOTE_API int mote_metrics_print(int fd, int format);
 
-/* ---- channels and select -------------------------------------------- */
+/* ---- channels and select ------------------------------------------------ */
 
 typedef struct mote_chan mote_chan;
 
-/* elem_size 0 makes a signal-only channel.  NULL with errno EINVAL/ENOMEM. */
-mote_chan *mote_chan_make(size_t elem_size, size_t capacity);
-int mote_chan_send(mote_chan *c, const void *elem);    /* 0 | MOTE_ECLOSED */
-int mote_chan_recv(mote_chan *c, void *elem);          /* 0 | MOTE_ECLOSED */
-int mote_chan_trysend(mote_chan *c, const void *elem); /* 0|-EAGAIN|CLOSED */
-int mote_chan_tryrecv(mote_chan *c, void *elem);       /* 0|-EAGAIN|CLOSED */
-int mote_chan_close(mote_chan *c);                     /* 0 | MOTE_ECLOSED */
-size_t mote_chan_len(const mote_chan *c);
-size_t mote_chan_cap(const mote_chan *c);
-void mote_chan_free(mote_chan *c);
+/* A channel of elements of elem_size bytes (0: a signal-only channel, at
+ * most 64 KiB) with room for capacity of them (0: unbuffered).  NULL with
+ * errno EINVAL (elem_size too big, or the ring would overflow) or ENOMEM. */
+MOTE_API mote_chan *mote_chan_make(size_t elem_size, size_t capacity);
+/* Send and receive block until they complete.  0; MOTE_ECLOSED (send: the
+ * channel is closed; receive: closed and drained, *elem zeroed); -EINVAL (c
+ * not a live channel; send: elem NULL with elem_size > 0); -EPERM outside a
+ * task.  elem may be NULL for a receive that discards the value. */
+MOTE_API int mote_chan_send(mote_chan *c, const void *elem);
+MOTE_API int mote_chan_recv(mote_chan *c, void *elem);
+/* As above, never blocking, from anywhere: -EAGAIN when they would block. */
+MOTE_API int mote_chan_trysend(mote_chan *c, const void *elem);
+MOTE_API int mote_chan_tryrecv(mote_chan *c, void *elem);
+/* Closes c, waking every blocked sender and receiver: 0; MOTE_ECLOSED if
+ * already closed; -EINVAL. */
+MOTE_API int mote_chan_close(mote_chan *c);
+MOTE_API size_t mote_chan_len(const mote_chan *c); /* 0 for an invalid c */
+MOTE_API size_t mote_chan_cap(const mote_chan *c); /* 0 for an invalid c */
+/* Frees c: 0 (also for NULL); -EBUSY (a task is blocked on it: nothing is
+ * freed); -EINVAL (not a live channel, e.g. freed twice).  A select that
+ * completed on another channel may still hold c for a moment; c's memory is
+ * then released by the last such select. */
+MOTE_API int mote_chan_free(mote_chan *c);
 
 enum { MOTE_SEND = 1, MOTE_RECV = 2 };
 typedef struct mote_case {
-    mote_chan *chan; /* NULL: never fires */
+    mote_chan *chan; /* NULL: the case never fires */
     int op;          /* MOTE_SEND or MOTE_RECV */
     void *elem;      /* value to send, or where to receive (may be NULL) */
     int result;      /* set for the chosen case: 0 or MOTE_ECLOSED */
 } mote_case;
-/* Index of the case that completed; -EAGAIN (timeout 0, none ready),
- * -ETIMEDOUT, -EINVAL, -EPERM (blocking outside a task). */
-int mote_select(mote_case *cases, size_t n, int64_t timeout_ns);
+/* Completes exactly one ready case, chosen uniformly at random among the
+ * ready ones, waiting up to timeout_ns for one (< 0: forever; with no
+ * non-NULL case that blocks forever).  The case's index; -EAGAIN (timeout 0,
+ * none ready); -ETIMEDOUT; -EINVAL (cases NULL with n > 0, n > 65536, a bad
+ * op, an invalid channel, a send with elem NULL); -EPERM (timeout != 0
+ * outside a task); -ENOMEM (no memory for the records of > 8 cases or for
+ * the timer). */
+MOTE_API int mote_select(mote_case *cases, size_t n, int64_t timeout_ns);
 
-/* ---- wait groups, mutexes, condition variables ------------------------ */
+/* ---- wait groups, mutexes, condition variables -------------------------- */
 
 /* The internals are complete types so these can live in static storage or
  * on a stack; treat the fields as private. */
-typedef struct mote_waitq {
-    void *head, *tail;
+struct mote_list_node;
+typedef struct mote_list {
+    struct mote_list_node *head, *tail;
 } mote_waitq;
 
 typedef struct mote_wg {
@@ -112,9 +182,13 @@ typedef struct mote_wg {
     mote_waitq waiters;
 } mote_wg;
 #define MOTE_WG_INIT {0, 0, {0, 0}}
-int mote_wg_add(mote_wg *wg, int64_t delta); /* -EINVAL if it would go < 0 */
-int mote_wg_done(mote_wg *wg);
-void mote_wg_wait(mote_wg *wg);
+/* Adds delta to the counter, waking every waiter when it reaches 0: 0;
+ * -EINVAL (wg NULL, or the counter would go below 0 or overflow: it is left
+ * unchanged). */
+MOTE_API int mote_wg_add(mote_wg *wg, int64_t delta);
+MOTE_API int mote_wg_done(mote_wg *wg); /* mote_wg_add(wg, -1) */
+/* Waits until the counter is 0: 0; -EINVAL; -EPERM outside a task. */
+MOTE_API int mote_wg_wait(mote_wg *wg);
 
 typedef struct mote_mutex {
     int lock;       /* guards waiters */
@@ -123,50 +197,64 @@ typedef struct mote_mutex {
     mote_waitq waiters;
 } mote_mutex;
 #define MOTE_MUTEX_INIT {0, 0, 0, {0, 0}}
-void mote_mutex_lock(mote_mutex *m);
-int mote_mutex_trylock(mote_mutex *m); /* 0 | -EBUSY */
-int mote_mutex_unlock(mote_mutex *m);  /* 0 | -EPERM when not locked */
+/* 0; -EINVAL (m NULL); -EPERM outside a task.  Not recursive: a task that
+ * locks a mutex it holds waits forever (the deadlock report shows it). */
+MOTE_API int mote_mutex_lock(mote_mutex *m);
+MOTE_API int mote_mutex_trylock(mote_mutex *m); /* 0; -EBUSY; -EINVAL.  Anywhere. */
+/* 0; -EPERM (not locked); -EINVAL.  Any task or thread may unlock, as in
+ * Go. */
+MOTE_API int mote_mutex_unlock(mote_mutex *m);
 
 typedef struct mote_cond {
     int lock;
     mote_waitq waiters;
 } mote_cond;
 #define MOTE_COND_INIT {0, {0, 0}}
-void mote_cond_wait(mote_cond *c, mote_mutex *m);
-int mote_cond_timedwait(mote_cond *c, mote_mutex *m, int64_t ns);
-void mote_cond_signal(mote_cond *c);
-void mote_cond_broadcast(mote_cond *c);
+/* Unlocks m, waits for a signal and locks m again.  0; -EINVAL (NULL);
+ * -EPERM (outside a task, or m not locked); timedwait also -ETIMEDOUT
+ * (ns <= 0 times out at once) and -ENOMEM (no memory for the timer).  m is
+ * locked again whenever the wait started (every result but -EINVAL and
+ * -EPERM). */
+MOTE_API int mote_cond_wait(mote_cond *c, mote_mutex *m);
+MOTE_API int mote_cond_timedwait(mote_cond *c, mote_mutex *m, int64_t ns);
+/* Wakes one / every waiter: 0; -EINVAL (c NULL).  Anywhere. */
+MOTE_API int mote_cond_signal(mote_cond *c);
+MOTE_API int mote_cond_broadcast(mote_cond *c);
 
-/* ---- I/O: the netpoller and the blocking-call pool ---------------------
- * Every call parks the calling task, never its worker.  timeout_ns < 0 waits
- * forever, 0 never waits.  Failures are a negative errno; -ETIMEDOUT when the
- * timeout passes; -EPERM outside a task (except mote_listen_tcp and
- * mote_close, which work anywhere). */
+/* ---- I/O: the netpoller and the blocking-call pool ----------------------
+ * Every call parks the calling task, never its worker.  timeout_ns < 0
+ * waits forever, 0 never waits.  Failures are a negative errno; -ETIMEDOUT
+ * when the timeout passes; -EPERM outside a task (except mote_listen_tcp
+ * and mote_close, which work anywhere). */
 
 enum { MOTE_READABLE = 1, MOTE_WRITABLE = 2 };
-int mote_wait_fd(int fd, int events, int64_t timeout_ns);
-ssize_t mote_read(int fd, void *buf, size_t n, int64_t timeout_ns);
-ssize_t mote_write(int fd, const void *buf, size_t n, int64_t timeout_ns);
-int mote_accept(int lfd, struct sockaddr *addr, socklen_t *addrlen,
-                int64_t timeout_ns);
-int mote_connect(int fd, const struct sockaddr *addr, socklen_t len,
-                 int64_t timeout_ns);
-int mote_listen_tcp(const char *addr, int backlog);
-int mote_dial_tcp(const char *addr, int64_t timeout_ns);
-int mote_close(int fd);
-intptr_t mote_offload(intptr_t (*fn)(void *arg), void *arg);
+MOTE_API int mote_wait_fd(int fd, int events, int64_t timeout_ns);
+MOTE_API ssize_t mote_read(int fd, void *buf, size_t n, int64_t timeout_ns);
+MOTE_API ssize_t mote_write(int fd, const void *buf, size_t n, int64_t timeout_ns);
+MOTE_API int mote_accept(int lfd, struct sockaddr *addr, socklen_t *addrlen,
+                         int64_t timeout_ns);
+MOTE_API int mote_connect(int fd, const struct sockaddr *addr, socklen_t len,
+                          int64_t timeout_ns);
+MOTE_API int mote_listen_tcp(const char *addr, int backlog);
+MOTE_API int mote_dial_tcp(const char *addr, int64_t timeout_ns);
+MOTE_API int mote_close(int fd);
+MOTE_API intptr_t mote_offload(intptr_t (*fn)(void *arg), void *arg);
 
-/* ---- memory ------------------------------------------------------------ */
+/* ---- memory ------------------------------------------------------------- */
 
-void *mote_malloc(size_t size);
-void *mote_calloc(size_t n, size_t size);
-void *mote_realloc(void *p, size_t size);
-void mote_free(void *p);
-void *mote_aligned_alloc(size_t alignment, size_t size);
-size_t mote_usable_size(const void *p);
-/* Gives every free page back to the OS now: the heap's, and (while a
- * runtime runs) those of pooled stacks and below parked tasks' stacks. */
-void mote_mem_release(void);
+/* mote's allocator, with malloc's contracts (NULL and errno ENOMEM on
+ * failure; mote_free(NULL) does nothing).  A pointer not from this
+ * allocator, or freed twice, aborts with "mote: free(): invalid pointer". */
+MOTE_API void *mote_malloc(size_t size);
+MOTE_API void *mote_calloc(size_t n, size_t size);
+MOTE_API void *mote_realloc(void *p, size_t size);
+MOTE_API void mote_free(void *p);
+/* alignment a power of two (else NULL, errno EINVAL). */
+MOTE_API void *mote_aligned_alloc(size_t alignment, size_t size);
+MOTE_API size_t mote_usable_size(const void *p);
+/* Gives every free page back to the OS now: the heap's, and (while a run is
+ * in progress) those of pooled stacks and below parked tasks' stacks. */
+MOTE_API void mote_mem_release(void);
 
 #ifdef __cplusplus
 }

@@ -1,52 +1,36 @@
 /*
- * chan.c - channels: make, send, receive, try ops, close, len/cap, free.
+ * chan.c - channels: make, send, receive, try ops, close, len/cap, free
+ * (the layout and its invariants are in chan.h).
  *
- * A channel is one allocation: the header (struct mote_chan, chan.h) and,
- * behind it, a ring of cap slots of elem_size bytes.  One spinlock
- * (c->lock) guards everything; it is held only for queue surgery and an
- * element copy, never across a park.
+ * Values are copied: a blocked sender's value is read from its (parked,
+ * immovable) stack by the receiver that claims it, before the sender is
+ * readied, so nothing points into the sender's memory once send returns.
+ * Wake-ups follow park.h: claim under the lock, write the result into the
+ * waiter's record, drop the lock, then ready.
  *
- * Invariants, under c->lock:
- *  - a live (claimable) waiter sits in recvq only while the buffer is empty,
- *    and in sendq only while it is full (for cap 0: always "full" and
- *    "empty"); so a sender first looks for a receiver, a receiver first for
- *    a sender.  Stale records of selects that fired elsewhere may sit in
- *    either queue; chan_waitq_claim() drops them.
- *  - once closed, sendq is empty and stays empty: close wakes every waiter
- *    and later senders fail at once.
- *  - values are copied: a blocked sender's value is read from its (parked,
- *    immovable) stack by the receiver that claims it, before the sender is
- *    readied, so nothing points into the sender's memory once send returns.
- *
- * Wake-ups follow sched.h: claim under the lock, write the result into the
- * waiter's record, drop the lock, then mote__sched_ready() (the claimed task
- * cannot run before that, so its record stays valid until then).
+ * Lifetime: a channel outlives runs.  Tasks still blocked on it when
+ * mote_run returns are discarded and their records taken out of its queues
+ * (chan_discard), so it can be used in the next run with what it buffers.
  */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "chan.h"
 #include "spin.h"
+#include "task.h"
 
-/* What a claimed waiter gets back from mote__sched_park: a select learns which of
- * its cases fired (and reads result from that case's record). */
-static inline int chan_wake_value(const chan_waiter *w)
-{
-    return w->is_select ? (int)w->idx : w->result;
-}
-
-MOTE_API mote_chan *mote_chan_make(size_t elem_size, size_t capacity)
+mote_chan *mote_chan_make(size_t elem_size, size_t capacity)
 {
     size_t hdr = (sizeof(mote_chan) + 15) & ~(size_t)15;
-    size_t bytes;
-    if (capacity != 0 && elem_size > (SIZE_MAX - hdr) / capacity) {
+    size_t ring;
+    if (elem_size > CHAN_MAX_ELEM ||
+        __builtin_mul_overflow(elem_size, capacity, &ring) ||
+        ring > SIZE_MAX / 2 - hdr) {
         errno = EINVAL;
         return NULL;
     }
-    bytes = hdr + elem_size * capacity;
-    mote_chan *c = mote_malloc(bytes);
+    mote_chan *c = mote_malloc(hdr + ring);
     if (!c) {
         errno = ENOMEM;
         return NULL;
@@ -60,6 +44,33 @@ MOTE_API mote_chan *mote_chan_make(size_t elem_size, size_t capacity)
     return c;
 }
 
+/* Teardown's hook for a record of a discarded task (waitq.h). */
+static void chan_discard(waiter *w)
+{
+    mote_chan *c = w->obj;
+    if (!w->linked && w->ref_dropped)
+        return; /* claimed through this record: c is no longer ours */
+    spin_lock(&c->lock);
+    bool dead = chan_forget(c, w);
+    spin_unlock(&c->lock);
+    if (dead)
+        mote__chan_destroy(c);
+}
+
+void mote__chan_publish(mote_chan *c, mote_waitq *q, waiter *w)
+{
+    w->discard = chan_discard;
+    c->refs++;
+    mote__waitq_publish(q, &c->lock, w, c);
+}
+
+void mote__chan_destroy(mote_chan *c)
+{
+    mote__assert(c->refs == 0 && list_empty(&c->recvq) && list_empty(&c->sendq));
+    STORE(&c->magic, 0, RELAXED);
+    mote_free(c);
+}
+
 /* With c locked: completes a send that can proceed now and unlocks c,
  * returning 0 or MOTE_ECLOSED; or returns -EAGAIN with c still locked. */
 static inline __attribute__((always_inline)) int
@@ -69,13 +80,13 @@ chan_send_locked(mote_chan *c, const void *elem)
         spin_unlock(&c->lock);
         return MOTE_ECLOSED;
     }
-    chan_waiter *r = chan_waitq_claim(&c->recvq);
+    waiter *r = chan_claim(c, &c->recvq);
     if (r) {
         chan_send_to_receiver(c, r, elem);
-        int v = chan_wake_value(r);
+        int v = mote__waiter_value(r);
         task *t = r->t;
         spin_unlock(&c->lock);
-        mote__sched_ready(t, v);
+        mote__park_ready(t, v);
         return 0;
     }
     if (c->count < c->cap) {
@@ -92,13 +103,13 @@ chan_send_locked(mote_chan *c, const void *elem)
 static inline __attribute__((always_inline)) int
 chan_recv_locked(mote_chan *c, void *elem)
 {
-    chan_waiter *s = chan_waitq_claim(&c->sendq);
+    waiter *s = chan_claim(c, &c->sendq);
     if (s) {
         chan_recv_from_sender(c, s, elem);
-        int v = chan_wake_value(s);
+        int v = mote__waiter_value(s);
         task *t = s->t;
         spin_unlock(&c->lock);
-        mote__sched_ready(t, v);
+        mote__park_ready(t, v);
         return 0;
     }
     if (c->count > 0) {
@@ -115,59 +126,56 @@ chan_recv_locked(mote_chan *c, void *elem)
     return -EAGAIN;
 }
 
-MOTE_API int mote_chan_send(mote_chan *c, const void *elem)
+int mote_chan_send(mote_chan *c, const void *elem)
 {
     if (!chan_valid(c) || (elem == NULL && c->elem_size != 0))
         return -EINVAL;
-    task *self = sched_self();
-    if (!self)
+    task *self = mote__self();
+    if (!self) /* a plain thread cannot wait: refused even when it would not */
         return -EPERM;
-
     spin_lock(&c->lock);
     int r = chan_send_locked(c, elem);
     if (r != -EAGAIN)
         return r;
-    chan_waiter w;
-    w.t = self;
+    waiter w;
+    mote__waiter_init(&w, self);
     w.elem = (void *)elem; /* only read, by the receiver that claims us */
-    w.idx = 0;
-    w.is_select = false;
-    w.result = 0;
-    mote__sched_prepare_wait("chan send", c);
-    chan_waitq_push(&c->sendq, &w);
+    w.sole = true;
+    mote__park_prepare("chan send", c);
+    mote__chan_publish(c, &c->sendq, &w);
     spin_unlock(&c->lock);
-    return mote__sched_park(); /* 0, or MOTE_ECLOSED when closed while waiting */
+    r = mote__park(); /* 0, or MOTE_ECLOSED when closed while waiting */
+    mote__waitq_end(self);
+    return r;
 }
 
-MOTE_API int mote_chan_recv(mote_chan *c, void *elem)
+int mote_chan_recv(mote_chan *c, void *elem)
 {
     if (!chan_valid(c))
         return -EINVAL;
-    task *self = sched_self();
+    task *self = mote__self();
     if (!self)
         return -EPERM;
-
     spin_lock(&c->lock);
     int r = chan_recv_locked(c, elem);
     if (r != -EAGAIN)
         return r;
-    chan_waiter w;
-    w.t = self;
+    waiter w;
+    mote__waiter_init(&w, self);
     w.elem = elem;
-    w.idx = 0;
-    w.is_select = false;
-    w.result = 0;
-    mote__sched_prepare_wait("chan receive", c);
-    chan_waitq_push(&c->recvq, &w);
+    w.sole = true;
+    mote__park_prepare("chan receive", c);
+    mote__chan_publish(c, &c->recvq, &w);
     size_t esize = c->elem_size;
     spin_unlock(&c->lock);
-    r = mote__sched_park();
+    r = mote__park();
+    mote__waitq_end(self);
     if (r == MOTE_ECLOSED && elem)
         memset(elem, 0, esize);
     return r;
 }
 
-MOTE_API int mote_chan_trysend(mote_chan *c, const void *elem)
+int mote_chan_trysend(mote_chan *c, const void *elem)
 {
     if (!chan_valid(c) || (elem == NULL && c->elem_size != 0))
         return -EINVAL;
@@ -178,7 +186,7 @@ MOTE_API int mote_chan_trysend(mote_chan *c, const void *elem)
     return r;
 }
 
-MOTE_API int mote_chan_tryrecv(mote_chan *c, void *elem)
+int mote_chan_tryrecv(mote_chan *c, void *elem)
 {
     if (!chan_valid(c))
         return -EINVAL;
@@ -189,7 +197,18 @@ MOTE_API int mote_chan_tryrecv(mote_chan *c, void *elem)
     return r;
 }
 
-MOTE_API int mote_chan_close(mote_chan *c)
+/* Claims every live waiter of q for close. */
+static void chan_claim_all(mote_chan *c, mote_waitq *q, waiter **list)
+{
+    waiter *w;
+    while ((w = chan_claim(c, q)) != NULL) {
+        w->result = MOTE_ECLOSED; /* a receiver zeroes its own element */
+        w->wake_next = *list;
+        *list = w;
+    }
+}
+
+int mote_chan_close(mote_chan *c)
 {
     if (!chan_valid(c))
         return -EINVAL;
@@ -198,65 +217,57 @@ MOTE_API int mote_chan_close(mote_chan *c)
         spin_unlock(&c->lock);
         return MOTE_ECLOSED;
     }
-    __atomic_store_n(&c->closed, 1, __ATOMIC_RELAXED);
-    /* Claim every waiter now, ready them after unlocking: the list is
-     * threaded through the claimed records, which stay valid until their
-     * task is readied. */
-    chan_waiter *list = NULL, *w;
-    while ((w = chan_waitq_claim(&c->recvq)) != NULL) {
-        w->result = MOTE_ECLOSED; /* the receiver zeroes its own element */
-        w->next = list;
-        list = w;
-    }
-    while ((w = chan_waitq_claim(&c->sendq)) != NULL) {
-        w->result = MOTE_ECLOSED;
-        w->next = list;
-        list = w;
-    }
+    STORE(&c->closed, 1, RELAXED);
+    waiter *list = NULL;
+    chan_claim_all(c, &c->recvq, &list);
+    chan_claim_all(c, &c->sendq, &list);
     spin_unlock(&c->lock);
-    while (list) {
-        w = list;
-        list = w->next; /* read before the task may run and reuse w */
-        mote__sched_ready(w->t, chan_wake_value(w));
-    }
+    mote__waitq_wake(list);
     return 0;
 }
 
-MOTE_API size_t mote_chan_len(const mote_chan *c)
+size_t mote_chan_len(const mote_chan *c)
 {
     if (!chan_valid(c))
         return 0;
-    mote_chan *m = (mote_chan *)c;
-    spin_lock(&m->lock);
-    size_t n = m->count;
-    spin_unlock(&m->lock);
-    return n;
+    return LOAD(&c->count, RELAXED);
 }
 
-MOTE_API size_t mote_chan_cap(const mote_chan *c)
+size_t mote_chan_cap(const mote_chan *c)
 {
     return chan_valid(c) ? c->cap : 0;
 }
 
-MOTE_API void mote_chan_free(mote_chan *c)
+/* A waiter that can still be claimed: a task blocked on c right now. */
+static bool chan_has_live(const mote_waitq *q)
+{
+    for (const list_node *n = q->head; n; n = n->next) {
+        const waiter *w = list_entry(n, waiter, link);
+        if (LOAD(&w->t->wait_state, ACQUIRE) == TASK_WAITING)
+            return true;
+    }
+    return false;
+}
+
+int mote_chan_free(mote_chan *c)
 {
     if (!c)
-        return;
-    if (c->magic != CHAN_MAGIC) {
-        fprintf(stderr, "mote: mote_chan_free(%p): not a live channel "
-                        "(freed twice?)\n", (void *)c);
-        abort();
-    }
+        return 0;
+    if (!chan_valid(c))
+        return -EINVAL;
     spin_lock(&c->lock);
-    bool busy = !chan_waitq_empty(&c->recvq) || !chan_waitq_empty(&c->sendq);
-    spin_unlock(&c->lock);
-    if (busy) {
-        /* Stale select records also count: their select has not returned
-         * yet and will walk this queue again. */
-        fprintf(stderr, "mote: mote_chan_free(%p): tasks are still blocked "
-                        "on this channel\n", (void *)c);
-        abort();
+    if (chan_has_live(&c->recvq) || chan_has_live(&c->sendq)) {
+        spin_unlock(&c->lock);
+        return -EBUSY;
     }
-    c->magic = 0;
-    mote_free(c);
+    if (c->refs > 0) {
+        /* Stale records of selects that completed elsewhere: their owners
+         * still lock c to take them out; the last one frees it. */
+        STORE(&c->magic, CHAN_DYING, RELAXED);
+        spin_unlock(&c->lock);
+        return 0;
+    }
+    spin_unlock(&c->lock);
+    mote__chan_destroy(c);
+    return 0;
 }

@@ -1,23 +1,25 @@
 /*
- * chan.h - wait records and wait queues shared by channels (chan.c), select
- * (select.c) and the task-aware sync objects (sync.c).
+ * chan.h - a channel's layout and the moves shared by chan.c and select.c.
  *
- * A wait record (chan_waiter) lives on the waiting task's stack: stacks never
- * move, so a pointer to it stays valid for as long as the task is parked.
- * Records sit in a mote_waitq (a FIFO, doubly linked so a record can leave
- * from the middle after a timeout or after its select fired elsewhere).
+ * A channel is one allocation: this header and, behind it, a ring of cap
+ * slots of elem_size bytes.  One spin lock (lock) guards every field; it is
+ * held for queue surgery and one element copy, never across a park.
  *
- * Invariants (see sched.h for the claim protocol):
- *  - a record is linked in, unlinked from and read or written by a waker only
- *    under the lock of the queue that holds it;
- *  - a waker pops a record, then mote__sched_claim()s its task; on failure the task
- *    was claimed elsewhere (its timer, another channel of its select) and the
- *    record is simply dropped; on success the waker writes the result into
- *    the record and readies the task, and touches the record no more after
- *    mote__sched_ready();
- *  - the owning task takes every record it still has linked out of its
- *    queues (under their locks) before it returns, so no waker ever sees a
- *    record of a wait that has ended.
+ * Invariants, under lock:
+ *  - a live (claimable) waiter sits in recvq only while the buffer is empty,
+ *    and in sendq only while it is full (cap 0 is always both); so a sender
+ *    first looks for a receiver, a receiver first for a sender.  Stale
+ *    records (of selects that fired elsewhere) may sit in either queue
+ *    until their owner takes them out; chan_claim skips them.
+ *  - once closed, sendq holds no live waiter: close wakes every waiter and
+ *    later senders fail at once.
+ *  - refs counts published records whose owner may still lock the channel:
+ *    taken at publish, dropped by the waker that claims a plain send or
+ *    receive through its record (its owner never comes back), otherwise by
+ *    the owner when it takes its record out (select, timeout, teardown).
+ *    mote_chan_free while refs > 0 only marks the channel dying; whoever
+ *    drops the last ref of a dying channel frees it.  So a select that has
+ *    not yet cleaned up never touches freed memory.
  */
 #ifndef MOTE_CHAN_H
 #define MOTE_CHAN_H
@@ -27,79 +29,34 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "atomic.h"
 #include "mote.h"
-#include "sched.h"
+#include "waitq.h"
 
-#define MOTE_API __attribute__((visibility("default")))
+/* Go's limit: an element is at most 64 KiB (it is copied under a lock). */
+#define CHAN_MAX_ELEM (64u * 1024)
 
-typedef struct chan_waiter {
-    struct chan_waiter *next, *prev;
-    task *t;
-    void *elem;        /* channels: the waiter's value (send) or destination
-                          (receive; may be NULL) */
-    uint32_t idx;      /* select: the case this record stands for */
-    bool linked;       /* in a queue (under that queue's lock) */
-    bool is_select;
-    int result;        /* written by the claimer before mote__sched_ready */
-    int64_t since;     /* mutex: when this waiter first queued */
-} chan_waiter;
+#define CHAN_MAGIC 0x6d636861u /* "mcha": live */
+#define CHAN_DYING 0x64656164u /* "dead": freed, waiting for its last ref */
 
-static inline bool chan_waitq_empty(const mote_waitq *q)
+struct mote_chan {
+    int lock;            /* spin.h lock: every field below */
+    uint32_t magic;      /* CHAN_MAGIC while valid, to reject stray pointers */
+    uint32_t closed;     /* written under lock (atomically: select peeks) */
+    uint32_t refs;       /* records that may still lock this channel */
+    size_t elem_size;
+    size_t cap;          /* 0: unbuffered */
+    size_t count;        /* elements in buf (written atomically: select peeks) */
+    size_t recvx;        /* next slot to receive from */
+    size_t sendx;        /* next slot to send into */
+    mote_waitq recvq;    /* blocked receivers */
+    mote_waitq sendq;    /* blocked senders */
+    unsigned char *buf;  /* cap * elem_size bytes (never NULL) */
+};
+
+static inline bool chan_valid(const mote_chan *c)
 {
-    return q->head == NULL;
-}
-
-static inline void chan_waitq_push(mote_waitq *q, chan_waiter *w)
-{
-    chan_waiter *tail = (chan_waiter *)q->tail;
-    w->next = NULL;
-    w->prev = tail;
-    if (tail)
-        tail->next = w;
-    else
-        __atomic_store_n(&q->head, w, __ATOMIC_RELAXED); /* select peeks */
-    q->tail = w;
-    w->linked = true;
-}
-
-/* Puts w first: a woken mutex waiter that lost the race keeps its seniority. */
-static inline void chan_waitq_push_front(mote_waitq *q, chan_waiter *w)
-{
-    chan_waiter *head = (chan_waiter *)q->head;
-    w->prev = NULL;
-    w->next = head;
-    if (head)
-        head->prev = w;
-    else
-        q->tail = w;
-    __atomic_store_n(&q->head, w, __ATOMIC_RELAXED);
-    w->linked = true;
-}
-
-static inline void chan_waitq_remove(mote_waitq *q, chan_waiter *w)
-{
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        __atomic_store_n(&q->head, w->next, __ATOMIC_RELAXED);
-    if (w->next)
-        w->next->prev = w->prev;
-    else
-        q->tail = w->prev;
-    w->next = w->prev = NULL;
-    w->linked = false;
-}
-
-/* Pops waiters until one whose task this caller claims; NULL when none. */
-static inline chan_waiter *chan_waitq_claim(mote_waitq *q)
-{
-    chan_waiter *w;
-    while ((w = (chan_waiter *)q->head) != NULL) {
-        chan_waitq_remove(q, w);
-        if (mote__sched_claim(w->t))
-            return w;
-    }
-    return NULL;
+    return c != NULL && LOAD(&c->magic, RELAXED) == CHAN_MAGIC;
 }
 
 /* Copies one element.  Small power-of-two sizes are the common case and
@@ -117,49 +74,25 @@ static inline void chan_copy(void *dst, const void *src, size_t n)
     }
 }
 
-/* Channel internals used by select.c (chan.c owns the struct). */
-struct mote_chan {
-    int lock;            /* spin.h lock: every field below */
-    uint32_t magic;      /* CHAN_MAGIC while valid, to reject stray pointers */
-    uint32_t closed;     /* written under lock (atomically: select peeks) */
-    size_t elem_size;
-    size_t cap;          /* 0: unbuffered */
-    size_t count;        /* elements in buf (written atomically: select peeks) */
-    size_t recvx;        /* next slot to receive from */
-    size_t sendx;        /* next slot to send into */
-    mote_waitq recvq;    /* blocked receivers */
-    mote_waitq sendq;    /* blocked senders */
-    unsigned char *buf;  /* cap * elem_size bytes (NULL when either is 0) */
-};
-
-#define CHAN_MAGIC 0x6d636861u /* "mcha" */
-
-static inline bool chan_valid(const mote_chan *c)
-{
-    return c != NULL && c->magic == CHAN_MAGIC;
-}
-
 /* Without the lock: whether op could proceed now.  A hint only (it may be
  * stale by the time the caller locks), used to skip channels not worth
  * locking.  Every field it reads is written with atomic stores. */
 static inline bool chan_maybe_ready(mote_chan *c, int op)
 {
-    if (__atomic_load_n(&c->closed, __ATOMIC_RELAXED))
+    if (LOAD(&c->closed, RELAXED))
         return true;
-    size_t count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
+    size_t count = LOAD(&c->count, RELAXED);
     if (op == MOTE_RECV)
-        return count > 0 || __atomic_load_n(&c->sendq.head, __ATOMIC_RELAXED);
-    return count < c->cap || __atomic_load_n(&c->recvq.head, __ATOMIC_RELAXED);
+        return count > 0 || list_peek_nonempty(&c->sendq);
+    return count < c->cap || list_peek_nonempty(&c->recvq);
 }
-
-/* The channel moves, under c->lock, shared by chan.c and select.c. */
 
 static inline void chan_buf_put(mote_chan *c, const void *src)
 {
     chan_copy(c->buf + c->sendx * c->elem_size, src, c->elem_size);
     if (++c->sendx == c->cap)
         c->sendx = 0;
-    __atomic_store_n(&c->count, c->count + 1, __ATOMIC_RELAXED); /* select peeks */
+    STORE(&c->count, c->count + 1, RELAXED); /* select peeks */
 }
 
 /* dst may be NULL (the value is discarded). */
@@ -170,15 +103,50 @@ static inline void chan_buf_take(mote_chan *c, void *dst)
         chan_copy(dst, slot, c->elem_size);
     if (++c->recvx == c->cap)
         c->recvx = 0;
-    __atomic_store_n(&c->count, c->count - 1, __ATOMIC_RELAXED);
+    STORE(&c->count, c->count - 1, RELAXED);
 }
+
+/* Publishes a record for the current task in q (sendq or recvq); lock
+ * held. */
+void mote__chan_publish(mote_chan *c, mote_waitq *q, waiter *w);
+
+/* Claims the first live waiter of q, dropping stale records; lock held.
+ * The claimer of a record that is its wait's only one releases the channel
+ * for its owner, which will not come back to it. */
+static inline waiter *chan_claim(mote_chan *c, mote_waitq *q)
+{
+    waiter *w = mote__waitq_claim(q);
+    if (w && w->sole) {
+        mote__assert(c->refs > 0 && !w->ref_dropped);
+        c->refs--;
+        w->ref_dropped = true;
+    }
+    return w;
+}
+
+/* The owner takes its record out (if still linked) and releases the
+ * channel; lock held.  True when the channel is dying and this was its last
+ * ref: free it (mote__chan_destroy) after unlocking. */
+static inline bool chan_forget(mote_chan *c, waiter *w)
+{
+    if (w->linked)
+        mote__waitq_unlink(w);
+    if (!w->ref_dropped) {
+        mote__assert(c->refs > 0);
+        c->refs--;
+        w->ref_dropped = true;
+    }
+    return c->refs == 0 && c->magic == CHAN_DYING;
+}
+
+/* Frees a dying channel whose last ref is gone; no lock held. */
+void mote__chan_destroy(mote_chan *c);
 
 /* A receiver found a blocked sender s (already claimed).  Unbuffered: the
  * value goes straight from the sender's memory to dst.  Buffered (the buffer
  * is then full): dst gets the oldest element and the sender's value takes the
  * freed slot at the tail, so FIFO order holds.  The caller readies s. */
-static inline void chan_recv_from_sender(mote_chan *c, chan_waiter *s,
-                                         void *dst)
+static inline void chan_recv_from_sender(mote_chan *c, waiter *s, void *dst)
 {
     if (c->cap == 0) {
         if (dst)
@@ -192,8 +160,7 @@ static inline void chan_recv_from_sender(mote_chan *c, chan_waiter *s,
 
 /* A sender found a blocked receiver r (already claimed; the buffer is
  * empty). */
-static inline void chan_send_to_receiver(mote_chan *c, chan_waiter *r,
-                                         const void *src)
+static inline void chan_send_to_receiver(mote_chan *c, waiter *r, const void *src)
 {
     if (r->elem)
         chan_copy(r->elem, src, c->elem_size);

@@ -6,7 +6,7 @@
 
 #include "mote.h"
 
-__attribute__((visibility("default"))) const char *mote_strerror(int err)
+const char *mote_strerror(int err)
 {
     if (err == 0)
         return "success";

@@ -9,17 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "heap/heap.h"
 #include "mote.h"
 #include "os/os.h"
 #include "sched_stats.h"
 #include "stack.h"
-
-#define API __attribute__((visibility("default")))
-
-/* The allocator's metrics, when it is linked in (src/heap). */
-int mote__heap_metric(const char *name, uint64_t *value) __attribute__((weak));
-void mote__heap_metric_each(void (*fn)(const char *, uint64_t, void *), void *ctx)
-    __attribute__((weak));
 
 typedef uint64_t (*metrics_get)(void);
 
@@ -31,7 +25,7 @@ static uint64_t m_workers(void) { sched_stats s; mote__sched_stats_read(&s); ret
 static uint64_t m_in_use(void) { sched_stats s; mote__sched_stats_read(&s); return s.stacks_in_use; }
 static uint64_t m_pooled(void) { sched_stats s; mote__sched_stats_read(&s); return s.stacks_pooled; }
 static uint64_t m_trimmed(void) { sched_stats s; mote__sched_stats_read(&s); return s.stacks_trimmed; }
-static uint64_t m_guard(void) { return mote__os_guard_mode() == OS_GUARD_MADVISE; }
+static uint64_t m_guard(void) { return mote__stack_guard_is_madvise(); }
 static uint64_t m_rss(void) { return mote__os_status_bytes("VmRSS"); }
 static uint64_t m_hwm(void) { return mote__os_status_bytes("VmHWM"); }
 static uint64_t m_pte(void) { return mote__os_status_bytes("VmPTE"); }
@@ -74,7 +68,7 @@ static void metrics_hw_name(int b, char *buf, size_t len)
                  (unsigned long long)kib);
 }
 
-API int mote_metric(const char *name, uint64_t *value)
+int mote_metric(const char *name, uint64_t *value)
 {
     if (!name || !value)
         return -EINVAL;
@@ -96,15 +90,13 @@ API int mote_metric(const char *name, uint64_t *value)
         }
         return -ENOENT;
     }
-    if (mote__heap_metric)
-        return mote__heap_metric(name, value);
-    return -ENOENT;
+    return mote__heap_metric(name, value);
 }
 
-API void mote_metric_each(void (*fn)(const char *, uint64_t, void *), void *ctx)
+int mote_metric_each(void (*fn)(const char *, uint64_t, void *), void *ctx)
 {
     if (!fn)
-        return;
+        return -EINVAL;
     for (size_t i = 0; i < METRICS_N; i++)
         fn(metrics_table[i].name, metrics_table[i].get(), ctx);
     sched_stats s;
@@ -114,8 +106,8 @@ API void mote_metric_each(void (*fn)(const char *, uint64_t, void *), void *ctx)
         metrics_hw_name(b, n, sizeof n);
         fn(n, s.highwater[b], ctx);
     }
-    if (mote__heap_metric_each)
-        mote__heap_metric_each(fn, ctx);
+    mote__heap_metric_each(fn, ctx);
+    return 0;
 }
 
 typedef struct metrics_out {
@@ -135,7 +127,7 @@ static void metrics_emit(const char *name, uint64_t v, void *ctx)
     o->n++;
 }
 
-API int mote_metrics_print(int fd, int format)
+int mote_metrics_print(int fd, int format)
 {
     if (format != MOTE_METRICS_TEXT && format != MOTE_METRICS_JSON)
         return -EINVAL;

@@ -5,6 +5,15 @@
  * only acts when the fault address lies in a task stack's guard; any other
  * fault goes to the handler that was installed before mote's, or to the
  * default action, exactly as if mote had no handler.
+ *
+ * Blame: the task that overflowed is the one running on the faulting
+ * thread.  A frame bigger than the guard can jump past its own guard and
+ * land in the guard below the next stack down; the guard's owner is then
+ * an innocent neighbour, so the handler names the running task and says
+ * whose guard it hit.  (A jump that lands in a neighbour's usable stack
+ * does not fault at all: code built with -fstack-clash-protection, which
+ * `pkg-config --cflags mote` and the CMake package add, probes every page
+ * of a big frame and always hits its own guard first.)
  */
 #include "overflow.h"
 
@@ -12,10 +21,9 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
+#include "os/os.h"
 #include "stack.h"
 #include "task.h"
 
@@ -25,14 +33,14 @@ static struct sigaction overflow_prev;
 static pthread_once_t overflow_once = PTHREAD_ONCE_INIT;
 static __thread void *overflow_altstack;
 
-static char *overflow_put(char *p, char *end, const char *s)
+static char *put(char *p, char *end, const char *s)
 {
     while (*s && p < end)
         *p++ = *s++;
     return p;
 }
 
-static char *overflow_putu(char *p, char *end, unsigned long long v)
+static char *put_u(char *p, char *end, unsigned long long v)
 {
     char tmp[24];
     int n = 0;
@@ -44,51 +52,59 @@ static char *overflow_putu(char *p, char *end, unsigned long long v)
     return p;
 }
 
+static char *put_task(char *p, char *end, const task *t)
+{
+    char nbuf[128];
+    p = put(p, end, "task ");
+    p = put_u(p, end, t->id);
+    p = put(p, end, " (");
+    p = put(p, end, mote__task_display_name(t, nbuf, sizeof nbuf));
+    return put(p, end, ")");
+}
+
+static char *put_size(char *p, char *end, size_t size)
+{
+    if (size >= (1u << 20) && size % (1u << 20) == 0) {
+        p = put_u(p, end, size >> 20);
+        return put(p, end, " MiB");
+    }
+    p = put_u(p, end, size >> 10);
+    return put(p, end, " KiB");
+}
+
 static void overflow_handler(int sig, siginfo_t *si, void *uc)
 {
     void *owner;
     size_t size;
-    if (mote__stack_guard_hit((uintptr_t)si->si_addr, &owner, &size) && owner) {
-        const task *t = owner;
-        char msg[256], nbuf[128], *p = msg, *end = msg + sizeof msg - 1;
-        p = overflow_put(p, end, "mote: task ");
-        p = overflow_putu(p, end, t->id);
-        p = overflow_put(p, end, " (");
-        p = overflow_put(p, end, mote__task_display_name(t, nbuf, sizeof nbuf));
-        p = overflow_put(p, end, ") overflowed its ");
-        if (size >= (1u << 20) && size % (1u << 20) == 0) {
-            p = overflow_putu(p, end, size >> 20);
-            p = overflow_put(p, end, " MiB stack\n");
-        } else {
-            p = overflow_putu(p, end, size >> 10);
-            p = overflow_put(p, end, " KiB stack\n");
+    const task *cur = mote__current_task; /* initial-exec TLS: signal-safe */
+    if (cur && cur->started &&
+        mote__stack_guard_hit((uintptr_t)si->si_addr, &owner, &size)) {
+        char msg[512], *p = msg, *end = msg + sizeof msg - 1;
+        p = put(p, end, "mote: ");
+        p = put_task(p, end, cur);
+        p = put(p, end, " overflowed its ");
+        p = put_size(p, end, stack_class_size(stack_cls(&cur->stack)));
+        p = put(p, end, " stack");
+        if (owner != cur) {
+            p = put(p, end, ": a frame bigger than the guard jumped past it");
+            if (owner) {
+                p = put(p, end, " into the guard of ");
+                p = put_task(p, end, owner);
+            }
+            p = put(p, end, " (build with -fstack-clash-protection)");
         }
-        ssize_t w = write(STDERR_FILENO, msg, (size_t)(p - msg));
-        (void)w;
+        p = put(p, end, "\n");
+        mote__os_write_all(STDERR_FILENO, msg, (size_t)(p - msg));
         signal(SIGABRT, SIG_DFL);
         abort();
     }
     /* Not ours: behave as if mote had never installed a handler. */
-    if (overflow_prev.sa_flags & SA_SIGINFO) {
-        overflow_prev.sa_sigaction(sig, si, uc);
-    } else if (overflow_prev.sa_handler == SIG_DFL ||
-               overflow_prev.sa_handler == SIG_IGN) {
-        /* Re-arm the old disposition; returning re-executes the faulting
-         * instruction, which now gets the default action. */
-        sigaction(sig, &overflow_prev, NULL);
-    } else {
-        overflow_prev.sa_handler(sig);
-    }
+    mote__os_signal_forward(sig, si, uc, &overflow_prev);
 }
 
 static void overflow_do_install(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = overflow_handler;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGSEGV, &sa, &overflow_prev);
+    mote__os_signal_install(SIGSEGV, overflow_handler, &overflow_prev);
 }
 
 void mote__overflow_install(void)
@@ -98,26 +114,12 @@ void mote__overflow_install(void)
 
 void mote__overflow_thread_init(void)
 {
-    stack_t old;
-    if (sigaltstack(NULL, &old) == 0 && !(old.ss_flags & SS_DISABLE))
-        return; /* the thread has one already: keep it */
-    void *p = mmap(NULL, OVERFLOW_ALTSTACK, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return;
-    stack_t ss = {.ss_sp = p, .ss_size = OVERFLOW_ALTSTACK, .ss_flags = 0};
-    if (sigaltstack(&ss, NULL) == 0)
-        overflow_altstack = p;
-    else
-        munmap(p, OVERFLOW_ALTSTACK);
+    if (!overflow_altstack)
+        overflow_altstack = mote__os_altstack_init(OVERFLOW_ALTSTACK);
 }
 
 void mote__overflow_thread_fini(void)
 {
-    if (!overflow_altstack)
-        return;
-    stack_t ss = {.ss_sp = NULL, .ss_size = 0, .ss_flags = SS_DISABLE};
-    sigaltstack(&ss, NULL);
-    munmap(overflow_altstack, OVERFLOW_ALTSTACK);
+    mote__os_altstack_fini(overflow_altstack, OVERFLOW_ALTSTACK);
     overflow_altstack = NULL;
 }

@@ -1,5 +1,5 @@
 /*
- * sched_stats.h - a snapshot of scheduler counters for metrics.  Read
+ * sched_stats.h - a snapshot of the scheduler's counters for metrics.  Read
  * without stopping anything: counters are single-writer, so the snapshot is
  * a consistent-enough sum, never torn per value.
  */

@@ -25,7 +25,7 @@
  * Locking: channel locks only, always in address order, never held across
  * a park.  The peer that completes a case does the data copy itself (into or
  * out of the case's elem) before readying the task, exactly as for a plain
- * send or receive; it passes the case index through mote__sched_ready.
+ * send or receive; it passes the case index through mote__park_ready.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -34,6 +34,7 @@
 
 #include "chan.h"
 #include "spin.h"
+#include "task.h"
 
 #define SELECT_MAX_CASES 65536
 #define SELECT_INLINE 8
@@ -145,13 +146,13 @@ static void select_unlock(const mote_case *cases, const uint32_t *lockorder,
 static bool select_try(mote_case *cs, task **peer, int *peer_val)
 {
     mote_chan *c = cs->chan;
-    chan_waiter *w;
+    waiter *w;
     *peer = NULL;
     if (cs->op == MOTE_RECV) {
-        if ((w = chan_waitq_claim(&c->sendq)) != NULL) {
+        if ((w = chan_claim(c, &c->sendq)) != NULL) {
             chan_recv_from_sender(c, w, cs->elem);
             *peer = w->t;
-            *peer_val = w->is_select ? (int)w->idx : w->result;
+            *peer_val = mote__waiter_value(w);
             cs->result = 0;
             return true;
         }
@@ -172,10 +173,10 @@ static bool select_try(mote_case *cs, task **peer, int *peer_val)
         cs->result = MOTE_ECLOSED;
         return true;
     }
-    if ((w = chan_waitq_claim(&c->recvq)) != NULL) {
+    if ((w = chan_claim(c, &c->recvq)) != NULL) {
         chan_send_to_receiver(c, w, cs->elem);
         *peer = w->t;
-        *peer_val = w->is_select ? (int)w->idx : w->result;
+        *peer_val = mote__waiter_value(w);
         cs->result = 0;
         return true;
     }
@@ -187,16 +188,17 @@ static bool select_try(mote_case *cs, task **peer, int *peer_val)
     return false;
 }
 
-/* A select that can never fire: no live case and no timeout. */
+/* A select that can never fire: no live case and no timeout.  Nothing
+ * claims the task; deadlock detection reports it, teardown discards it. */
 static _Noreturn void select_block_forever(void)
 {
-    for (;;) { /* nothing claims us; deadlock detection reports the task */
-        mote__sched_prepare_wait("select (no cases)", NULL);
-        mote__sched_park();
+    for (;;) {
+        mote__park_prepare("select (no cases)", NULL);
+        mote__park();
     }
 }
 
-MOTE_API int mote_select(mote_case *cases, size_t n, int64_t timeout_ns)
+int mote_select(mote_case *cases, size_t n, int64_t timeout_ns)
 {
     if (n > 0 && cases == NULL)
         return -EINVAL;
@@ -216,14 +218,10 @@ MOTE_API int mote_select(mote_case *cases, size_t n, int64_t timeout_ns)
             return -EINVAL;
         live++;
     }
-    task *self = sched_self();
+    task *self = mote__self();
     if (timeout_ns != 0 && self == NULL)
         return -EPERM;
-    int64_t deadline = -1;
-    if (timeout_ns > 0) {
-        int64_t now = mote_now();
-        deadline = timeout_ns > INT64_MAX - now ? INT64_MAX : now + timeout_ns;
-    }
+    int64_t deadline = mote__park_deadline(timeout_ns);
 
     if (live == 0) {
         if (timeout_ns == 0)
@@ -231,20 +229,21 @@ MOTE_API int mote_select(mote_case *cases, size_t n, int64_t timeout_ns)
         if (timeout_ns < 0)
             select_block_forever();
         for (;;) { /* only the timer can claim us */
-            mote__sched_prepare_wait("select", cases);
-            if (mote__sched_park_until(deadline) == -ETIMEDOUT)
-                return -ETIMEDOUT;
+            mote__park_prepare("select", cases);
+            int r = mote__park_until(deadline);
+            if (r == -ETIMEDOUT || r == -ENOMEM)
+                return r;
         }
     }
 
     uint32_t inline_idx[2 * SELECT_INLINE];
-    chan_waiter inline_rec[SELECT_INLINE];
+    waiter inline_rec[SELECT_INLINE];
     uint32_t *pollorder = inline_idx, *lockorder = inline_idx + SELECT_INLINE;
-    chan_waiter *rec = inline_rec;
+    waiter *rec = inline_rec;
     void *heap = NULL;
     if (live > SELECT_INLINE) {
         /* records first: they need pointer alignment */
-        heap = mote_malloc(live * (sizeof(chan_waiter) + 2 * sizeof(uint32_t)));
+        heap = mote_malloc(live * (sizeof(waiter) + 2 * sizeof(uint32_t)));
         if (!heap)
             return -ENOMEM;
         rec = heap;
@@ -280,7 +279,7 @@ MOTE_API int mote_select(mote_case *cases, size_t n, int64_t timeout_ns)
         spin_unlock(&c->lock);
         if (done) {
             if (peer)
-                mote__sched_ready(peer, peer_val);
+                mote__park_ready(peer, peer_val);
             if (heap)
                 mote_free(heap);
             return (int)i;
@@ -296,7 +295,7 @@ MOTE_API int mote_select(mote_case *cases, size_t n, int64_t timeout_ns)
         if (select_try(&cases[i], &peer, &peer_val)) {
             select_unlock(cases, lockorder, live);
             if (peer)
-                mote__sched_ready(peer, peer_val);
+                mote__park_ready(peer, peer_val);
             if (heap)
                 mote_free(heap);
             return (int)i;
@@ -310,50 +309,54 @@ MOTE_API int mote_select(mote_case *cases, size_t n, int64_t timeout_ns)
     }
 
     /* Nothing ready: wait on every live case at once. */
-    mote__sched_prepare_wait("select", cases);
+    mote__park_prepare("select", cases);
     for (uint32_t k = 0; k < live; k++) {
         uint32_t i = lockorder[k];
-        chan_waiter *w = &rec[k];
-        w->t = self;
+        waiter *w = &rec[k];
+        mote__waiter_init(w, self);
         w->elem = cases[i].elem;
         w->idx = i;
         w->is_select = true;
-        w->result = 0;
+        w->sole = live == 1;
         mote_chan *c = cases[i].chan;
-        chan_waitq_push(cases[i].op == MOTE_SEND ? &c->sendq : &c->recvq, w);
+        mote__chan_publish(c, cases[i].op == MOTE_SEND ? &c->sendq : &c->recvq, w);
     }
     select_unlock(cases, lockorder, live);
 
-    int r = mote__sched_park_until(deadline);
+    int r = mote__park_until(deadline);
 
     /* Claimed (by a peer or the timer): no one else will complete a case of
-     * ours, but our other records may still be queued.  With one record and
-     * a peer's claim, the peer already unlinked it (and that happened before
-     * our wake-up), so there is nothing to clean. */
+     * ours, but our other records may still be queued, and each still holds
+     * its channel (chan.h).  With one record and a peer's claim, the peer
+     * already unlinked it and released the channel (before our wake-up), so
+     * there is nothing to clean. */
     int result = 0;
+    size_t esize = 0;
     if (r >= 0) {
         for (uint32_t k = 0; k < live; k++)
             if (rec[k].idx == (uint32_t)r)
                 result = rec[k].result;
+        esize = cases[r].chan->elem_size;
     }
     if (live > 1 || r < 0) {
         select_lock(cases, lockorder, live);
         for (uint32_t k = 0; k < live; k++) {
-            if (!rec[k].linked)
-                continue;
-            mote_case *cs = &cases[rec[k].idx];
-            chan_waitq_remove(cs->op == MOTE_SEND ? &cs->chan->sendq
-                                                  : &cs->chan->recvq,
-                              &rec[k]);
+            /* A record that drops the last hold on a freed channel marks
+             * itself (wake_next is unused now) to destroy it after unlock. */
+            rec[k].wake_next = chan_forget(cases[rec[k].idx].chan, &rec[k]) ? &rec[k] : NULL;
         }
         select_unlock(cases, lockorder, live);
+        for (uint32_t k = 0; k < live; k++)
+            if (rec[k].wake_next)
+                mote__chan_destroy(cases[rec[k].idx].chan);
     }
+    mote__waitq_end(self);
     if (heap)
         mote_free(heap);
     if (r < 0)
-        return r; /* -ETIMEDOUT */
+        return r; /* -ETIMEDOUT, or -ENOMEM for the timer */
     cases[r].result = result;
     if (result == MOTE_ECLOSED && cases[r].op == MOTE_RECV && cases[r].elem)
-        memset(cases[r].elem, 0, cases[r].chan->elem_size);
+        memset(cases[r].elem, 0, esize);
     return r;
 }

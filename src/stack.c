@@ -14,10 +14,12 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "atomic.h"
+#include "debug.h"
 #include "mote.h"
 #include "os/os.h"
+#include "pagebatch.h"
 #include "spin.h"
-#include <stdbool.h>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define STACK_ASAN 1
@@ -52,11 +54,22 @@ typedef struct stack_class {
 } stack_class;
 
 static stack_class stack_classes[STACK_NCLASS];
+static bool stack_guard_madvise; /* set by mote__stack_configure, per run */
 static stack_chunk stack_chunks[STACK_MAX_CHUNKS];
 static uint32_t stack_nchunks; /* published with release */
 static int stack_chunk_lock;
 
 #define STACK_LINK(top) (((uintptr_t *)(top))[-2])
+
+void mote__stack_configure(bool force_mprotect)
+{
+    stack_guard_madvise = !force_mprotect && mote__os_guard_madvise_works();
+}
+
+bool mote__stack_guard_is_madvise(void)
+{
+    return stack_guard_madvise;
+}
 
 int mote__stack_class_of(size_t size)
 {
@@ -79,7 +92,7 @@ static stack_chunk *stack_chunk_of(stack_class *k, uintptr_t addr)
     stack_chunk *c = k->last;
     if (c && addr >= c->base && addr < c->end)
         return c;
-    uint32_t n = __atomic_load_n(&stack_nchunks, __ATOMIC_ACQUIRE);
+    uint32_t n = LOAD(&stack_nchunks, ACQUIRE);
     for (uint32_t i = 0; i < n; i++)
         if (addr >= stack_chunks[i].base && addr < stack_chunks[i].end)
             return k->last = &stack_chunks[i];
@@ -107,18 +120,18 @@ static int stack_grow(int cls, stack_class *k)
         nslots = 4096;
     size_t len = nslots * slot;
     spin_lock(&stack_chunk_lock);
-    uint32_t n = __atomic_load_n(&stack_nchunks, __ATOMIC_RELAXED);
+    uint32_t n = LOAD(&stack_nchunks, RELAXED);
     if (n == STACK_MAX_CHUNKS) {
         spin_unlock(&stack_chunk_lock);
         return -ENOMEM;
     }
-    void *p = mote__os_reserve_named(len, "mote-stacks");
+    void *p = mote__os_reserve(len, "mote-stacks");
     if (!p) {
         spin_unlock(&stack_chunk_lock);
         return -ENOMEM;
     }
     stack_chunks[n] = (stack_chunk){(uintptr_t)p, (uintptr_t)p + len, slot, 0, false};
-    __atomic_store_n(&stack_nchunks, n + 1, __ATOMIC_RELEASE);
+    STORE(&stack_nchunks, n + 1, RELEASE);
     spin_unlock(&stack_chunk_lock);
     k->bump = (uintptr_t)p;
     k->bump_end = (uintptr_t)p + len;
@@ -140,31 +153,33 @@ static void stack_refill(int cls, stack_cache *cache)
 {
     stack_class *k = &stack_classes[cls];
     unsigned want = STACK_CACHE_MAX / 4;
-    if (!__atomic_load_n(&k->free_count, __ATOMIC_RELAXED))
+    if (!LOAD(&k->free_count, RELAXED))
         return; /* the common case while a program grows: skip the lock */
     spin_lock(&k->lock);
     while (cache->count[cls] < want && k->free_head) {
         uintptr_t top = k->free_head;
         k->free_head = STACK_LINK(top);
-        __atomic_store_n(&k->free_count, k->free_count - 1, __ATOMIC_RELAXED);
+        STORE(&k->free_count, k->free_count - 1, RELAXED);
         STACK_LINK(top) = cache->head[cls];
         cache->head[cls] = top;
-        __atomic_store_n(&cache->count[cls], cache->count[cls] + 1, __ATOMIC_RELAXED);
+        STORE(&cache->count[cls], cache->count[cls] + 1, RELAXED);
     }
     spin_unlock(&k->lock);
 }
 
+static void stack_make_cold(int cls, const uintptr_t *tops, size_t n);
+
 static bool stack_take_cold(int cls, uintptr_t *top)
 {
     stack_class *k = &stack_classes[cls];
-    if (!__atomic_load_n(&k->ncold, __ATOMIC_RELAXED))
+    if (!LOAD(&k->ncold, RELAXED))
         return false;
     bool ok = false;
     bool guard = false;
     spin_lock(&k->lock);
     if (k->ncold) {
         *top = k->cold[k->ncold - 1];
-        __atomic_store_n(&k->ncold, k->ncold - 1, __ATOMIC_RELAXED);
+        STORE(&k->ncold, k->ncold - 1, RELAXED);
         stack_chunk_out(k, *top);
         guard = k->cold_unguarded;
         ok = true;
@@ -172,8 +187,8 @@ static bool stack_take_cold(int cls, uintptr_t *top)
     spin_unlock(&k->lock);
     /* After a renewal the slot may have lost its guard; installing one
      * again over an existing guard is harmless. */
-    if (guard && mote__os_guard((void *)(*top - stack_slot_bytes(cls)), STACK_GUARD)) {
-        mote__stack_make_cold(cls, top, 1);
+    if (guard && mote__os_guard((void *)(*top - stack_slot_bytes(cls)), STACK_GUARD, stack_guard_madvise)) {
+        stack_make_cold(cls, top, 1);
         return false;
     }
     return ok;
@@ -213,7 +228,7 @@ static int stack_fresh(int cls, stack_cache *cache, uintptr_t *top)
     spin_lock(&k->lock);
     stack_chunk_out(k, base + slot);
     spin_unlock(&k->lock);
-    int r = mote__os_guard((void *)base, STACK_GUARD);
+    int r = mote__os_guard((void *)base, STACK_GUARD, stack_guard_madvise);
     if (r)
         return r; /* the slot stays unused: an address-space leak only */
     *top = base + stack_slot_bytes(cls);
@@ -228,7 +243,7 @@ int mote__stack_acquire(int cls, stack_cache *cache, stack_slot *out)
     if (cache->head[cls]) {
         top = cache->head[cls];
         cache->head[cls] = STACK_LINK(top);
-        __atomic_store_n(&cache->count[cls], cache->count[cls] - 1, __ATOMIC_RELAXED);
+        STORE(&cache->count[cls], cache->count[cls] - 1, RELAXED);
         if (cache->count[cls] < cache->low[cls])
             cache->low[cls] = cache->count[cls];
     } else if (!stack_take_cold(cls, &top)) {
@@ -236,7 +251,7 @@ int mote__stack_acquire(int cls, stack_cache *cache, stack_slot *out)
         if (r)
             return r;
     }
-    __atomic_store_n(&cache->in_use, cache->in_use + 1, __ATOMIC_RELAXED);
+    STORE(&cache->in_use, cache->in_use + 1, RELAXED);
     stack_fill(cls, top, out);
     return 0;
 }
@@ -258,7 +273,7 @@ static uintptr_t stack_cache_cut(stack_cache *cache, int cls, uint32_t keep)
         cut = cache->head[cls];
         cache->head[cls] = 0;
     }
-    __atomic_store_n(&cache->count[cls], keep, __ATOMIC_RELAXED);
+    STORE(&cache->count[cls], keep, RELAXED);
     if (cache->low[cls] > keep)
         cache->low[cls] = keep;
     return cut;
@@ -280,11 +295,11 @@ static void stack_spill(int cls, stack_cache *cache, unsigned keep)
     spin_lock(&k->lock);
     STACK_LINK(last) = k->free_head;
     k->free_head = moved;
-    __atomic_store_n(&k->free_count, k->free_count + n, __ATOMIC_RELAXED);
+    STORE(&k->free_count, k->free_count + n, RELAXED);
     spin_unlock(&k->lock);
 }
 
-size_t mote__stack_cache_take_lru(stack_cache *cache, int cls, size_t n,
+static size_t stack_cache_take_lru(stack_cache *cache, int cls, size_t n,
                             uintptr_t *tops)
 {
     uint32_t count = cache->count[cls];
@@ -296,10 +311,10 @@ size_t mote__stack_cache_take_lru(stack_cache *cache, int cls, size_t n,
     return n;
 }
 
-size_t mote__stack_class_take_free(int cls, uintptr_t *tops, size_t max)
+static size_t stack_class_take_free(int cls, uintptr_t *tops, size_t max)
 {
     stack_class *k = &stack_classes[cls];
-    if (!__atomic_load_n(&k->free_count, __ATOMIC_RELAXED))
+    if (!LOAD(&k->free_count, RELAXED))
         return 0;
     size_t n = 0;
     spin_lock(&k->lock);
@@ -307,7 +322,7 @@ size_t mote__stack_class_take_free(int cls, uintptr_t *tops, size_t max)
         tops[n++] = k->free_head;
         k->free_head = STACK_LINK(k->free_head);
     }
-    __atomic_store_n(&k->free_count, k->free_count - n, __ATOMIC_RELAXED);
+    STORE(&k->free_count, k->free_count - n, RELAXED);
     spin_unlock(&k->lock);
     return n;
 }
@@ -325,7 +340,7 @@ static void stack_renew_chunk(stack_class *k, stack_chunk *c)
     }
 }
 
-void mote__stack_make_cold(int cls, const uintptr_t *tops, size_t n)
+static void stack_make_cold(int cls, const uintptr_t *tops, size_t n)
 {
     stack_class *k = &stack_classes[cls];
     spin_lock(&k->lock);
@@ -342,7 +357,7 @@ void mote__stack_make_cold(int cls, const uintptr_t *tops, size_t n)
         k->capcold = cap;
     }
     memcpy(k->cold + k->ncold, tops, n * sizeof *tops);
-    __atomic_store_n(&k->ncold, k->ncold + n, __ATOMIC_RELAXED);
+    STORE(&k->ncold, k->ncold + n, RELAXED);
     for (size_t i = 0; i < n; i++) {
         stack_chunk *c = stack_chunk_of(k, tops[i] - 1);
         if (c && --c->out == 0 && c->dirty)
@@ -355,19 +370,31 @@ uint64_t mote__stack_pooled_global(void)
 {
     uint64_t n = 0;
     for (int c = 0; c < STACK_NCLASS; c++)
-        n += __atomic_load_n(&stack_classes[c].free_count, __ATOMIC_RELAXED) +
-             __atomic_load_n(&stack_classes[c].ncold, __ATOMIC_RELAXED);
+        n += LOAD(&stack_classes[c].free_count, RELAXED) +
+             LOAD(&stack_classes[c].ncold, RELAXED);
     return n;
+}
+
+/* Whether top is in cache's list of class cls (debug checks only). */
+static bool stack_cache_holds(const stack_cache *cache, int cls, uintptr_t top)
+{
+    for (uintptr_t t = cache->head[cls]; t; t = STACK_LINK(t))
+        if (t == top)
+            return true;
+    return false;
 }
 
 void mote__stack_release(const stack_slot *s, stack_cache *cache)
 {
     int cls = stack_cls(s);
     uintptr_t top = stack_top(s);
+    mote__assert(cls < STACK_NCLASS && top && !(top & (OS_PAGE - 1)));
+    mote__assert(cache->in_use > 0);
+    mote__assert_expensive(!stack_cache_holds(cache, cls, top));
     STACK_LINK(top) = cache->head[cls];
     cache->head[cls] = top;
-    __atomic_store_n(&cache->count[cls], cache->count[cls] + 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&cache->in_use, cache->in_use - 1, __ATOMIC_RELAXED);
+    STORE(&cache->count[cls], cache->count[cls] + 1, RELAXED);
+    STORE(&cache->in_use, cache->in_use - 1, RELAXED);
     if (cache->count[cls] > STACK_CACHE_MAX)
         stack_spill(cls, cache, STACK_CACHE_MAX / 2);
 }
@@ -381,7 +408,7 @@ void mote__stack_cache_drain(stack_cache *cache)
 
 bool mote__stack_guard_hit(uintptr_t addr, void **owner, size_t *size)
 {
-    uint32_t n = __atomic_load_n(&stack_nchunks, __ATOMIC_ACQUIRE);
+    uint32_t n = LOAD(&stack_nchunks, ACQUIRE);
     for (uint32_t i = 0; i < n; i++) {
         const stack_chunk *c = &stack_chunks[i];
         if (addr < c->base || addr >= c->end)
@@ -400,8 +427,8 @@ bool mote__stack_guard_hit(uintptr_t addr, void **owner, size_t *size)
 void mote__stack_reset(void)
 {
     spin_lock(&stack_chunk_lock);
-    uint32_t n = __atomic_load_n(&stack_nchunks, __ATOMIC_RELAXED);
-    __atomic_store_n(&stack_nchunks, 0, __ATOMIC_RELEASE);
+    uint32_t n = LOAD(&stack_nchunks, RELAXED);
+    STORE(&stack_nchunks, 0, RELEASE);
     for (uint32_t i = 0; i < n; i++)
         mote__os_release((void *)stack_chunks[i].base,
                    stack_chunks[i].end - stack_chunks[i].base);
@@ -413,7 +440,7 @@ void mote__stack_reset(void)
 
 uint64_t mote__stack_reserved_bytes(void)
 {
-    uint32_t n = __atomic_load_n(&stack_nchunks, __ATOMIC_ACQUIRE);
+    uint32_t n = LOAD(&stack_nchunks, ACQUIRE);
     uint64_t total = 0;
     for (uint32_t i = 0; i < n; i++)
         total += stack_chunks[i].end - stack_chunks[i].base;
@@ -426,7 +453,7 @@ uint64_t mote__stack_resident_bytes(void)
     static int scratch_lock;
     /* smaps is read under a lock only to share the scratch arrays. */
     spin_lock(&scratch_lock);
-    uint32_t n = __atomic_load_n(&stack_nchunks, __ATOMIC_ACQUIRE);
+    uint32_t n = LOAD(&stack_nchunks, ACQUIRE);
     for (uint32_t i = 0; i < n; i++) {
         lo[i] = stack_chunks[i].base;
         hi[i] = stack_chunks[i].end;
@@ -434,4 +461,50 @@ uint64_t mote__stack_resident_bytes(void)
     uint64_t r = n ? mote__os_rss_in_ranges(lo, hi, n) : 0;
     spin_unlock(&scratch_lock);
     return r;
+}
+
+uint64_t mote__stack_cache_count(const stack_cache *cache)
+{
+    uint64_t n = 0;
+    for (int c = 0; c < STACK_NCLASS; c++)
+        n += cache->count[c];
+    return n;
+}
+
+void mote__stack_pool_decay(stack_cache *cache, pagebatch *b, uint64_t keep_depth,
+                            bool all)
+{
+    uintptr_t tops[256];
+    keep_depth = (keep_depth + OS_PAGE - 1) & ~(uint64_t)(OS_PAGE - 1);
+    for (int c = 0; c < STACK_NCLASS; c++) {
+        size_t size = stack_class_size(c);
+        /* Slots that sat unused for a whole period (never below `low`):
+         * decommitted whole, they go cold. */
+        size_t ncold = all ? cache->count[c] : cache->low[c];
+        while (ncold) {
+            size_t n = stack_cache_take_lru(cache, c, ncold < 256 ? ncold : 256, tops);
+            if (!n)
+                break;
+            ncold -= n;
+            for (size_t i = 0; i < n; i++)
+                mote__pagebatch_range(b, tops[i] - size, tops[i]);
+            mote__pagebatch_flush(b); /* before the slots are visible as cold */
+            stack_make_cold(c, tops, n);
+        }
+        /* Slots that caches spilled to the class sat there unused too. */
+        size_t n;
+        while ((n = stack_class_take_free(c, tops, 256))) {
+            for (size_t i = 0; i < n; i++)
+                mote__pagebatch_range(b, tops[i] - size, tops[i]);
+            mote__pagebatch_flush(b);
+            stack_make_cold(c, tops, n);
+        }
+        /* Warm slots keep their top keep_depth bytes. */
+        if (keep_depth < size) {
+            for (uintptr_t t = cache->head[c]; t; t = stack_next(t))
+                mote__pagebatch_range(b, t - size, t - keep_depth);
+        }
+        cache->low[c] = cache->count[c];
+    }
+    mote__pagebatch_flush(b);
 }

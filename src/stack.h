@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct pagebatch;
+
 #define STACK_GUARD (16u * 1024)
 #define STACK_TOP_RESERVED 32u
 #define STACK_MIN (8u * 1024)
@@ -39,6 +41,11 @@ typedef struct stack_cache {
     int64_t in_use;               /* slots this worker handed out, net */
     uintptr_t carve[STACK_NCLASS], carve_end[STACK_NCLASS]; /* fresh slots */
 } stack_cache;
+
+/* At the start of a run: how guards are made (MOTE_STACK_GUARD). */
+void mote__stack_configure(bool force_mprotect);
+/* Guards are MADV_GUARD_INSTALL markers (else mprotect), for metrics. */
+bool mote__stack_guard_is_madvise(void);
 
 /* The class for a requested size, or -EINVAL when out of range. */
 int mote__stack_class_of(size_t size);
@@ -93,16 +100,14 @@ static inline uintptr_t stack_next(uintptr_t top)
     return ((uintptr_t *)top)[-2];
 }
 
-/* Detaches the n least recently used slots of cache's class cls into tops
- * (n is clamped to what it holds); returns how many. */
-size_t mote__stack_cache_take_lru(stack_cache *cache, int cls, size_t n,
-                            uintptr_t *tops);
-/* Moves the class free list (slots spilled by caches) into tops, at most
- * max; returns how many. */
-size_t mote__stack_class_take_free(int cls, uintptr_t *tops, size_t max);
-/* Adds fully decommitted slots to the class's cold pool; a slot that cannot
- * be recorded (no memory) simply stays unused. */
-void mote__stack_make_cold(int cls, const uintptr_t *tops, size_t n);
+/* Pool decay, every decay period and on memory pressure: slots that sat
+ * unused for a whole period (or all, when all) are decommitted and go cold
+ * (still reserved, reused before new slots are carved); the rest keep only
+ * their top keep_depth bytes resident.  Owner worker only. */
+void mote__stack_pool_decay(stack_cache *cache, struct pagebatch *b,
+                            uint64_t keep_depth, bool all);
+/* Slots held by cache, all classes. */
+uint64_t mote__stack_cache_count(const stack_cache *cache);
 /* Slots pooled: free in caches (summed by the caller), class lists, cold. */
 uint64_t mote__stack_pooled_global(void);
 

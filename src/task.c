@@ -6,11 +6,11 @@
  */
 #include "task.h"
 
-#include "symbol.h"
-
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "os/os.h"
 
 int mote__task_create(mote_fn fn, void *arg, const char *name, int cls, task **out)
 {
@@ -29,16 +29,23 @@ int mote__task_create(mote_fn fn, void *arg, const char *name, int cls, task **o
 
 void mote__task_destroy(task *t, stack_cache *cache)
 {
+    mote__assert(t->timer_idx == TIMER_NONE);
+    mote__assert(!t->trim_queued);
     if (t->started)
         mote__stack_release(&t->stack, cache);
     mote_free(t);
+}
+
+uint64_t mote__task_id(const task *t)
+{
+    return t->id;
 }
 
 const char *mote__task_display_name(const task *t, char *buf, size_t len)
 {
     if (t->name)
         return t->name;
-    if (mote__symbol_name((void *)(uintptr_t)t->fn, buf, len))
+    if (mote__os_symbol_name((void *)(uintptr_t)t->fn, buf, len))
         return buf;
     snprintf(buf, len, "%p", (void *)(uintptr_t)t->fn);
     return buf;

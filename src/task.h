@@ -1,13 +1,15 @@
 /*
- * task.h - the task descriptor, the worker, and the runtime they live in.
+ * task.h - the task descriptor.
  *
  * A task is owned by one worker once it has started (tasks never migrate,
  * so errno and thread-locals stay right); before that it sits in a worker's
  * fresh queue, from which idle workers may steal it.  Field ownership:
- *   - ctx, next, timer fields, list links: the owning worker only;
- *   - wait_state: atomic, the claim protocol of sched.h;
- *   - wake_result: written by the claimer before mote__sched_ready, read by the
- *     task after it resumes (ordered by the ready hand-off).
+ *   - ctx, next, timer fields, list links, trim state: the owning worker;
+ *   - wait_state: atomic, the claim protocol of park.h;
+ *   - wake_result: written by the claimer before the ready, read by the
+ *     task after it resumes (ordered by the ready hand-off);
+ *   - waits: the task's own records (waitq.h), read by teardown only when
+ *     no task runs.
  * The descriptor lives in the heap, not on the stack, and the stack is taken
  * from the running worker's pool only when the task first runs: a program
  * that spawns a million tasks and then waits reuses a few warm stacks
@@ -20,17 +22,19 @@
 #include <stdint.h>
 
 #include "arch/arch.h"
+#include "list.h"
 #include "mote.h"
-#include "sched.h"
-#include "stack.h"
+#include "park.h"
 #include "sanfiber.h"
+#include "stack.h"
 #include "timer.h"
 
 enum task_wait { TASK_RUNNING = 0, TASK_WAITING = 1, TASK_CLAIMED = 2 };
 
 struct worker;
+struct waiter;
 
-struct task { /* ordered to pack: 152 bytes in a plain build */
+struct task { /* ordered to pack: 160 bytes in a plain build */
     arch_ctx ctx;
     task *next;             /* run queue, fresh queue or inbox link */
     struct worker *worker;  /* owner, from the first run on */
@@ -38,22 +42,23 @@ struct task { /* ordered to pack: 152 bytes in a plain build */
     int wake_result;
     const char *wait_why;
     const void *wait_obj;
+    struct waiter *waits;   /* records of the current wait (waitq.h) */
     int64_t deadline;       /* timer, when timer_idx != TIMER_NONE */
     uint64_t id;
     mote_fn fn;
     void *arg;
     const char *name;
     stack_slot stack;
-    task *all_prev, *all_next;   /* the worker's list of started tasks */
-    task *trim_prev, *trim_next; /* the worker's trim candidates */
-    int64_t parked_at;           /* coarse clock at the last park */
+    list_node all_link;     /* the worker's list of started tasks */
+    list_node trim_link;    /* the worker's trim candidates */
+    int64_t parked_at;      /* coarse clock at the last park */
     uint32_t timer_idx;
     bool started;
-    bool is_main;                /* its return ends the run */
+    bool is_main;           /* its return ends the run */
     bool trim_queued;
-    bool hw_sample;              /* started on a trimmed stack: measure it */
-    int8_t hw_bucket;            /* last measured high water, -1 unknown */
-    sanfiber_ctx san;            /* sanitizer and valgrind stack state */
+    bool hw_sample;         /* started on a trimmed stack: measure it */
+    int8_t hw_bucket;       /* last measured high water, -1 unknown */
+    sanfiber_ctx san;       /* sanitizer and valgrind stack state */
 };
 
 /* Allocates a task that will run on a stack of class cls.  0 or -ENOMEM. */

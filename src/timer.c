@@ -5,8 +5,21 @@
 #include "timer.h"
 
 #include <errno.h>
+#include <stdbool.h>
 
 #include "task.h"
+
+/* The whole heap is well formed: indices agree and parents come first. */
+static bool timer_valid(const timer_heap *h)
+{
+    for (uint32_t i = 0; i < h->n; i++) {
+        if (h->v[i]->timer_idx != i)
+            return false;
+        if (i && h->v[(i - 1) / 2]->deadline > h->v[i]->deadline)
+            return false;
+    }
+    return true;
+}
 
 static void timer_set(timer_heap *h, uint32_t i, task *t)
 {
@@ -54,10 +67,12 @@ int mote__timer_add(timer_heap *h, task *t, int64_t deadline)
         h->v = v;
         h->cap = cap;
     }
+    mote__assert(t->timer_idx == TIMER_NONE);
     t->deadline = deadline;
     h->v[h->n] = t;
     t->timer_idx = h->n++;
     timer_up(h, t->timer_idx);
+    mote__assert_expensive(timer_valid(h));
     return 0;
 }
 
@@ -66,13 +81,15 @@ void mote__timer_cancel(timer_heap *h, task *t)
     uint32_t i = t->timer_idx;
     if (i == TIMER_NONE)
         return;
+    mote__assert(i < h->n && h->v[i] == t);
     t->timer_idx = TIMER_NONE;
     task *last = h->v[--h->n];
-    if (i == h->n)
-        return;
-    timer_set(h, i, last);
-    timer_up(h, i);
-    timer_down(h, last->timer_idx);
+    if (i != h->n) {
+        timer_set(h, i, last);
+        timer_up(h, i);
+        timer_down(h, last->timer_idx);
+    }
+    mote__assert_expensive(timer_valid(h));
 }
 
 int64_t mote__timer_next(const timer_heap *h)

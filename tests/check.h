@@ -49,6 +49,104 @@
 
 #define TEST_PASS(name) printf("%s: ok\n", name)
 
+/*
+ * Test cases.  A file defines its cases with
+ *     TEST(name) { ... }        runs on the test's main thread;
+ *     TEST_TASK(name) { ... }   runs as the main task of a fresh mote_run,
+ *                               which must return 0;
+ * optionally TEST_SETUP { ... } (run before each case), and ends with
+ * TEST_MAIN().  CMake registers one ctest per case ("file.case", found by
+ * matching these macros at the start of a line), run as `file case`;
+ * `file` alone runs every case in order, `file --list` lists them.
+ */
+#include "mote.h"
+
+typedef struct test_case {
+    const char *name;
+    void (*fn)(void);
+    int in_task;
+} test_case;
+
+#define TEST_MAX_CASES 256
+static test_case test_cases[TEST_MAX_CASES];
+static int test_ncases;
+static void (*test_setup_hook)(void);
+static void (*test_task_fn)(void);
+
+static inline void test_register(const char *name, void (*fn)(void), int in_task)
+{
+    if (test_ncases == TEST_MAX_CASES) {
+        fprintf(stderr, "too many test cases\n");
+        _exit(2);
+    }
+    test_cases[test_ncases++] = (test_case){name, fn, in_task};
+}
+
+#define TEST_DEFINE_(name, in_task)                                           \
+    static void name(void);                                                  \
+    __attribute__((constructor)) static void test_reg_##name(void)           \
+    {                                                                        \
+        test_register(#name, name, in_task);                                 \
+    }                                                                        \
+    static void name(void)
+#define TEST(name) TEST_DEFINE_(name, 0)
+#define TEST_TASK(name) TEST_DEFINE_(name, 1)
+#define TEST_SETUP                                                            \
+    static void test_setup_fn(void);                                         \
+    __attribute__((constructor)) static void test_setup_reg(void)            \
+    {                                                                        \
+        test_setup_hook = test_setup_fn;                                     \
+    }                                                                        \
+    static void test_setup_fn(void)
+
+static inline void test_task_trampoline(void *arg)
+{
+    (void)arg;
+    test_task_fn();
+}
+
+static inline int test_harness_main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--list")) {
+        for (int i = 0; i < test_ncases; i++)
+            printf("%s\n", test_cases[i].name);
+        return 0;
+    }
+    int ran = 0;
+    for (int i = 0; i < test_ncases; i++) {
+        const test_case *c = &test_cases[i];
+        if (argc > 1 && strcmp(argv[1], c->name))
+            continue;
+        if (test_setup_hook)
+            test_setup_hook();
+        if (c->in_task) {
+            test_task_fn = c->fn;
+            int r = mote_run(test_task_trampoline, NULL);
+            if (r != 0) {
+                fprintf(stderr, "%s: mote_run returned %d (%s)\n", c->name, r,
+                        mote_strerror(r));
+                return 1;
+            }
+        } else {
+            c->fn();
+        }
+        printf("%s: ok\n", c->name);
+        fflush(stdout);
+        ran++;
+    }
+    if (argc > 1 && !ran) {
+        fprintf(stderr, "no test case named %s\n", argv[1]);
+        return 2;
+    }
+    return 0;
+}
+
+#define TEST_MAIN()                                                           \
+    int main(int argc, char **argv)                                          \
+    {                                                                        \
+        return test_harness_main(argc, argv);                                      \
+    }
+
 #include <sys/wait.h>
 
 /* Runs fn in a forked child with stderr captured into buf (NUL-ended);

@@ -50,7 +50,7 @@ static void main_fallback(void *arg)
 static void run_fallback(void *arg)
 {
     (void)arg;
-    setenv("MOTE_FORCE_MPROTECT_GUARD", "1", 1);
+    setenv("MOTE_STACK_GUARD", "mprotect", 1);
     mote_run(main_fallback, NULL);
     _exit(3);
 }

@@ -1,13 +1,13 @@
 /* test_pointer.c - stacks never move: a child on another worker writes
  * through a pointer into its parked parent's stack, many times, and the
  * parent sees every write when it resumes.  Uses the internal park/unpark
- * protocol directly (sched.h). */
+ * protocol directly (park.h). */
 #include <stdatomic.h>
 #include <stdlib.h>
 
 #include "check.h"
 #include "mote.h"
-#include "sched.h"
+#include "park.h"
 
 typedef struct msg {
     volatile uint64_t *slot; /* points into the parent's stack */
@@ -19,10 +19,10 @@ static void child(void *arg)
 {
     msg *m = arg;
     /* wait until the parent is really parked: claim succeeds only then */
-    while (!mote__sched_claim(m->parent))
+    while (!mote__park_claim(m->parent))
         mote_yield();
     *m->slot = m->value;
-    mote__sched_ready(m->parent, 7);
+    mote__park_ready(m->parent, 7);
 }
 
 static void deep(int depth, uint64_t *sum)
@@ -32,10 +32,10 @@ static void deep(int depth, uint64_t *sum)
     if (depth)
         deep(depth - 1, sum);
     for (int round = 0; round < 10; round++) {
-        msg m = {&local[depth % 64], (uint64_t)depth * 1000 + round, sched_self()};
-        mote__sched_prepare_wait("test", &m);
+        msg m = {&local[depth % 64], (uint64_t)depth * 1000 + round, mote__self()};
+        mote__park_prepare("test", &m);
         CHECK_EQ(mote_go(child, &m), 0);
-        CHECK_EQ(mote__sched_park(), 7);
+        CHECK_EQ(mote__park(), 7);
         CHECK_EQ(local[depth % 64], (uint64_t)depth * 1000 + round);
         *sum += local[depth % 64];
     }

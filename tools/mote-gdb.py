@@ -4,18 +4,23 @@
 #   (gdb) mote-tasks          every started task: id, name, worker, what it waits on
 #   (gdb) mote-bt ID          the backtrace of a parked task, from its saved context
 #
-# Reads the scheduler's own state (`rt` in src/sched.c), so it needs mote
-# built with debug information (the default RelWithDebInfo build). Parked
+# Reads the scheduler's own state (`mote__rt`, src/runtime.h), so it needs
+# mote's debug information (the library is always built with -g). Parked
 # tasks are walked by their frame-pointer chain, bounded to their own stack,
 # without touching the process's registers.
 import gdb
 
 
 def _rt():
-    try:
-        return gdb.parse_and_eval("'sched.c'::rt")
-    except gdb.error:
-        return gdb.parse_and_eval("rt")
+    return gdb.parse_and_eval("mote__rt")
+
+
+def _entry(node, typename, member):
+    """The struct holding a list node (list.h's list_entry)."""
+    t = gdb.lookup_type(typename)
+    off = next(f.bitpos for f in t.fields() if f.name == member) // 8
+    addr = int(node.cast(gdb.lookup_type("unsigned long"))) - off
+    return gdb.Value(addr).cast(t.pointer())
 
 
 def _tasks():
@@ -24,10 +29,10 @@ def _tasks():
     if int(ws) == 0:
         return
     for i in range(int(rt["nworkers"])):
-        t = ws[i]["all"]
-        while int(t) != 0:
-            yield i, ws[i], t
-            t = t["all_next"]
+        n = ws[i]["all"]["head"]
+        while int(n) != 0:
+            yield i, ws[i], _entry(n, "struct task", "all_link")
+            n = n["next"]
 
 
 def _symbol(addr):

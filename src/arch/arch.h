@@ -53,4 +53,14 @@ static inline void arch_ctx_init(arch_ctx *ctx, void *top, void (*fn)(void *),
     ctx->sp = f;
 }
 
+/* The frame pointer and return address saved by arch_switch in a context
+ * that is not running: the start of a frame-pointer walk of a parked task. */
+static inline void arch_ctx_frame(const arch_ctx *ctx, uintptr_t *fp,
+                                  uintptr_t *ret)
+{
+    const uint64_t *f = ctx->sp; /* the layout above */
+    *fp = f[6];
+    *ret = f[7];
+}
+
 #endif /* MOTE_ARCH_H */

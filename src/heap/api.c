@@ -11,6 +11,8 @@
  * malloc clears it, so free finding it means a double free.
  */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -19,9 +21,12 @@
 #include "heap/heap.h"
 #include "heap/internal.h"
 #include "mote.h"
+#include "option.h"
+#include "os/os.h"
 
 uintptr_t mote__heap_key = 0x9e3779b97f4a7c15ULL;
-_Atomic int mote__heap_initialized;
+heap_config mote__heap_cfg = {.decay_ms = 500};
+int mote__heap_initialized;
 static heap_lock init_lock = HEAP_LOCK_INIT;
 
 static void heap_fork_prepare(void)
@@ -43,13 +48,34 @@ static void heap_fork_child(void)
     mote__scavenger_fork_child();
 }
 
+/* The allocator's variables (option.h).  An invalid one keeps its default;
+ * it is reported once, and mote_run refuses to start on it. */
+static void heap_config_load(void)
+{
+    uint64_t v;
+    if (mote__option_read(OPT_MALLOC_DECAY_MS, &v) == 0)
+        mote__heap_cfg.decay_ms = (uint32_t)v;
+    if (mote__option_read(OPT_MEMLIMIT, &v) == 0)
+        mote__heap_cfg.limit = v == OPT_OFF ? 0 : v;
+    if (mote__option_read(OPT_MALLOC_STATS, &v) == 0) /* 0,1,json,text */
+        mote__heap_cfg.stats = v == 0 ? 0 : v == 2 ? 2 : 1;
+}
+
+void mote__heap_invalid_free(const void *p, const char *what)
+{
+    char buf[128];
+    snprintf(buf, sizeof buf, "mote: %s(): invalid pointer %p\n", what, p);
+    mote__os_write_err(buf);
+    abort();
+}
+
 HEAP_COLD void mote__heap_init_slow(void)
 {
     bool first = false;
     heap_lock_acquire(&init_lock);
-    if (!atomic_load_explicit(&mote__heap_initialized, memory_order_relaxed)) {
+    if (!LOAD(&mote__heap_initialized, RELAXED)) {
         mote__sizeclass_init();
-        mote__heap_config_load();
+        heap_config_load();
         const uint8_t *rnd = (const uint8_t *)getauxval(AT_RANDOM);
         if (rnd) {
             uintptr_t k;
@@ -60,7 +86,7 @@ HEAP_COLD void mote__heap_init_slow(void)
         if (mote__heap_cfg.limit)
             mote__arena_set_limit(mote__heap_cfg.limit);
         mote__tcache_init_once();
-        atomic_store_explicit(&mote__heap_initialized, 1, memory_order_release);
+        STORE(&mote__heap_initialized, 1, RELEASE);
         first = true;
     }
     heap_lock_release(&init_lock);
@@ -311,28 +337,16 @@ __attribute__((constructor)) static void heap_ctor(void)
     heap_ensure_init();
 }
 
-#define API __attribute__((visibility("default")))
 
 #ifndef MOTE_HEAP_PRELOAD
 /* ---- libmote: mote_malloc & co. ---- */
 
-API void *mote_malloc(size_t size) { return heap_malloc_inline(size); }
-API void mote_free(void *p) { heap_free_inline(p); }
-API void *mote_calloc(size_t n, size_t size) { return mote__heap_calloc(n, size); }
-API void *mote_realloc(void *p, size_t size) { return mote__heap_realloc(p, size); }
-API size_t mote_usable_size(const void *p) { return mote__heap_usable_size(p); }
-/* The runtime's share (pooled and parked stacks), when libmote's scheduler
- * is linked in: the heap does not depend on it. */
-void mote__sched_mem_release(void) __attribute__((weak));
-
-API void mote_mem_release(void)
-{
-    mote__heap_release_all();
-    if (mote__sched_mem_release)
-        mote__sched_mem_release();
-}
-
-API void *mote_aligned_alloc(size_t alignment, size_t size)
+MOTE_API void *mote_malloc(size_t size) { return heap_malloc_inline(size); }
+MOTE_API void mote_free(void *p) { heap_free_inline(p); }
+MOTE_API void *mote_calloc(size_t n, size_t size) { return mote__heap_calloc(n, size); }
+MOTE_API void *mote_realloc(void *p, size_t size) { return mote__heap_realloc(p, size); }
+MOTE_API size_t mote_usable_size(const void *p) { return mote__heap_usable_size(p); }
+MOTE_API void *mote_aligned_alloc(size_t alignment, size_t size)
 {
     if (alignment == 0 || (alignment & (alignment - 1))) {
         errno = EINVAL;
@@ -346,21 +360,21 @@ API void *mote_aligned_alloc(size_t alignment, size_t size)
 #include <malloc.h>
 #include <stdlib.h>
 
-API void *malloc(size_t size) { return heap_malloc_inline(size); }
-API void free(void *p) { heap_free_inline(p); }
-API void *calloc(size_t n, size_t size) { return mote__heap_calloc(n, size); }
-API void *realloc(void *p, size_t size) { return mote__heap_realloc(p, size); }
-API size_t malloc_usable_size(void *p) { return mote__heap_usable_size(p); }
-API void cfree(void *p) { heap_free_inline(p); }
-API void free_sized(void *p, size_t size) { (void)size; heap_free_inline(p); }
-API void free_aligned_sized(void *p, size_t align, size_t size)
+MOTE_API void *malloc(size_t size) { return heap_malloc_inline(size); }
+MOTE_API void free(void *p) { heap_free_inline(p); }
+MOTE_API void *calloc(size_t n, size_t size) { return mote__heap_calloc(n, size); }
+MOTE_API void *realloc(void *p, size_t size) { return mote__heap_realloc(p, size); }
+MOTE_API size_t malloc_usable_size(void *p) { return mote__heap_usable_size(p); }
+MOTE_API void cfree(void *p) { heap_free_inline(p); }
+MOTE_API void free_sized(void *p, size_t size) { (void)size; heap_free_inline(p); }
+MOTE_API void free_aligned_sized(void *p, size_t align, size_t size)
 {
     (void)align;
     (void)size;
     heap_free_inline(p);
 }
 
-API void *reallocarray(void *p, size_t n, size_t size)
+MOTE_API void *reallocarray(void *p, size_t n, size_t size)
 {
     size_t total;
     if (__builtin_mul_overflow(n, size, &total)) {
@@ -370,7 +384,7 @@ API void *reallocarray(void *p, size_t n, size_t size)
     return mote__heap_realloc(p, total);
 }
 
-API int posix_memalign(void **out, size_t align, size_t size)
+MOTE_API int posix_memalign(void **out, size_t align, size_t size)
 {
     if (align < sizeof(void *) || (align & (align - 1)))
         return EINVAL;
@@ -384,7 +398,7 @@ API int posix_memalign(void **out, size_t align, size_t size)
     return 0;
 }
 
-API void *aligned_alloc(size_t align, size_t size)
+MOTE_API void *aligned_alloc(size_t align, size_t size)
 {
     if (align == 0 || (align & (align - 1))) {
         errno = EINVAL;
@@ -393,7 +407,7 @@ API void *aligned_alloc(size_t align, size_t size)
     return mote__heap_memalign(align, size);
 }
 
-API void *memalign(size_t align, size_t size)
+MOTE_API void *memalign(size_t align, size_t size)
 {
     /* glibc rounds a non-power-of-two alignment up */
     if (align & (align - 1)) {
@@ -406,9 +420,9 @@ API void *memalign(size_t align, size_t size)
     return mote__heap_memalign(align, size);
 }
 
-API void *valloc(size_t size) { return mote__heap_memalign(HEAP_OS_PAGE, size); }
+MOTE_API void *valloc(size_t size) { return mote__heap_memalign(HEAP_OS_PAGE, size); }
 
-API void *pvalloc(size_t size)
+MOTE_API void *pvalloc(size_t size)
 {
     size_t r = (size + HEAP_OS_PAGE - 1) & ~(HEAP_OS_PAGE - 1);
     if (r < size) {
@@ -418,7 +432,7 @@ API void *pvalloc(size_t size)
     return mote__heap_memalign(HEAP_OS_PAGE, r ? r : HEAP_OS_PAGE);
 }
 
-API int malloc_trim(size_t pad)
+MOTE_API int malloc_trim(size_t pad)
 {
     (void)pad;
     mote__heap_release_all();
@@ -426,19 +440,20 @@ API int malloc_trim(size_t pad)
 }
 
 /* glibc's internal entry points, called by some programs and libraries. */
-API void *__libc_malloc(size_t size) { return heap_malloc_inline(size); }
-API void __libc_free(void *p) { heap_free_inline(p); }
-API void *__libc_calloc(size_t n, size_t size) { return mote__heap_calloc(n, size); }
-API void *__libc_realloc(void *p, size_t size) { return mote__heap_realloc(p, size); }
-API void *__libc_memalign(size_t align, size_t size) { return memalign(align, size); }
-API void *__libc_valloc(size_t size) { return valloc(size); }
-API void *__libc_pvalloc(size_t size) { return pvalloc(size); }
-API void *__libc_reallocarray(void *p, size_t n, size_t size) { return reallocarray(p, n, size); }
-API int __posix_memalign(void **out, size_t align, size_t size)
+MOTE_API void *__libc_malloc(size_t size) { return heap_malloc_inline(size); }
+MOTE_API void __libc_free(void *p) { heap_free_inline(p); }
+MOTE_API void *__libc_calloc(size_t n, size_t size) { return mote__heap_calloc(n, size); }
+MOTE_API void *__libc_realloc(void *p, size_t size) { return mote__heap_realloc(p, size); }
+MOTE_API void *__libc_memalign(size_t align, size_t size) { return memalign(align, size); }
+MOTE_API void *__libc_valloc(size_t size) { return valloc(size); }
+MOTE_API void *__libc_pvalloc(size_t size) { return pvalloc(size); }
+MOTE_API void *__libc_reallocarray(void *p, size_t n, size_t size) { return reallocarray(p, n, size); }
+MOTE_API int __posix_memalign(void **out, size_t align, size_t size)
 {
     return posix_memalign(out, align, size);
 }
 
-/* mote_mem_release is useful to preloaded programs that know about mote. */
-API void mote_mem_release(void) { mote__heap_release_all(); }
+/* mote_mem_release is useful to preloaded programs that know about mote;
+ * libmote's own (memory.c) also trims stacks. */
+MOTE_API void mote_mem_release(void) { mote__heap_release_all(); }
 #endif

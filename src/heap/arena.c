@@ -18,27 +18,33 @@
  */
 #include <errno.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include "heap/internal.h"
+#include "os/os.h"
 
-_Atomic uint8_t mote__heap_segmap[HEAP_SEGMAP_LEN];
+uint8_t mote__heap_segmap[HEAP_SEGMAP_LEN];
 heap_lock mote__heap_arena_lock = HEAP_LOCK_INIT;
 
-static heap_segment *arena_avail; /* segments with free slices */
-static heap_segment *arena_all;   /* every small segment */
+static list arena_avail; /* segments with free slices (avail_link) */
+static list arena_all;   /* every small segment (all_link) */
+
+static inline heap_segment *avail_first(void)
+{
+    return arena_avail.head ? list_entry(arena_avail.head, heap_segment, avail_link) : NULL;
+}
+static inline heap_segment *avail_next(const heap_segment *seg)
+{
+    return seg->avail_link.next ? list_entry(seg->avail_link.next, heap_segment, avail_link)
+                                : NULL;
+}
 static uint32_t arena_nsegs_made;
 static int arena_transit; /* scavenger batches out of the lock */
 
-static _Atomic uint64_t st_mapped, st_released, st_large_inuse, st_huge_inuse, st_segments,
+static uint64_t st_mapped, st_released, st_large_inuse, st_huge_inuse, st_segments,
     st_huge_count, st_decommits, st_released_total;
-static _Atomic uint64_t arena_limit;
+static uint64_t arena_limit;
 
-#define RELAXED memory_order_relaxed
-#define ADD(c, v) atomic_fetch_add_explicit(&(c), (v), RELAXED)
-#define SUB(c, v) atomic_fetch_sub_explicit(&(c), (v), RELAXED)
-#define LOAD(c) atomic_load_explicit(&(c), RELAXED)
 
 static inline uint64_t run_bits(unsigned i, unsigned n)
 {
@@ -62,11 +68,7 @@ static void avail_push(heap_segment *seg)
     if (seg->in_avail)
         return;
     seg->in_avail = 1;
-    seg->prev = NULL;
-    seg->next = arena_avail;
-    if (arena_avail)
-        arena_avail->prev = seg;
-    arena_avail = seg;
+    list_push_front(&arena_avail, &seg->avail_link);
 }
 
 static void avail_remove(heap_segment *seg)
@@ -74,37 +76,31 @@ static void avail_remove(heap_segment *seg)
     if (!seg->in_avail)
         return;
     seg->in_avail = 0;
-    if (seg->prev)
-        seg->prev->next = seg->next;
-    else
-        arena_avail = seg->next;
-    if (seg->next)
-        seg->next->prev = seg->prev;
-    seg->next = seg->prev = NULL;
+    list_remove(&arena_avail, &seg->avail_link);
 }
 
 uint64_t mote__arena_committed(void)
 {
-    uint64_t m = LOAD(st_mapped), r = LOAD(st_released);
+    uint64_t m = LOAD(&st_mapped, RELAXED), r = LOAD(&st_released, RELAXED);
     return m > r ? m - r : 0;
 }
 
 /* Lock held.  Returns every dirty free slice to the OS, synchronously. */
 static void arena_release_locked(void)
 {
-    for (heap_segment *seg = arena_avail; seg; seg = seg->next) {
+    for (heap_segment *seg = avail_first(); seg; seg = avail_next(seg)) {
         uint64_t m = seg->free_mask & seg->dirty_mask;
         while (m) {
             unsigned i = (unsigned)__builtin_ctzll(m);
             unsigned n = (unsigned)__builtin_ctzll(~(m >> i));
-            mote__heap_os_decommit((uint8_t *)seg + ((size_t)i << HEAP_SLICE_SHIFT),
+            mote__os_decommit((uint8_t *)seg + ((size_t)i << HEAP_SLICE_SHIFT),
                              (size_t)n << HEAP_SLICE_SHIFT);
             uint64_t b = run_bits(i, n);
             seg->dirty_mask &= ~b;
             m &= ~b;
-            ADD(st_released, (uint64_t)n << HEAP_SLICE_SHIFT);
-            ADD(st_released_total, (uint64_t)n << HEAP_SLICE_SHIFT);
-            ADD(st_decommits, 1);
+            FETCH_ADD(&st_released, (uint64_t)n << HEAP_SLICE_SHIFT, RELAXED);
+            FETCH_ADD(&st_released_total, (uint64_t)n << HEAP_SLICE_SHIFT, RELAXED);
+            FETCH_ADD(&st_decommits, 1, RELAXED);
         }
     }
 }
@@ -113,7 +109,7 @@ static void arena_release_locked(void)
  * returns everything free; past it, no. */
 static bool arena_reserve(uint64_t bytes)
 {
-    uint64_t limit = LOAD(arena_limit);
+    uint64_t limit = LOAD(&arena_limit, RELAXED);
     if (!limit)
         return true;
     uint64_t c = mote__arena_committed();
@@ -126,7 +122,7 @@ static bool arena_reserve(uint64_t bytes)
 
 int mote__arena_set_limit(uint64_t bytes)
 {
-    atomic_store_explicit(&arena_limit, bytes, RELAXED);
+    STORE(&arena_limit, bytes, RELAXED);
     if (bytes) {
         heap_lock_acquire(&mote__heap_arena_lock);
         arena_reserve(0);
@@ -139,12 +135,12 @@ static heap_segment *segment_new(void)
 {
     if (!arena_reserve(HEAP_SLICE_SIZE))
         return NULL;
-    heap_segment *seg = mote__heap_os_map(HEAP_SEG_SIZE, HEAP_SEG_SIZE, true);
+    heap_segment *seg = mote__os_map_aligned(HEAP_SEG_SIZE, HEAP_SEG_SIZE, true);
     if (!seg)
         return NULL;
     /* Small blocks of many threads share a segment: a transparent huge page
      * here would make RSS jump by 2 MiB for one touched block. */
-    madvise(seg, HEAP_SEG_SIZE, MADV_NOHUGEPAGE);
+    mote__os_no_hugepages(seg, HEAP_SEG_SIZE);
     _Static_assert(sizeof(heap_segment) <= HEAP_SLICE_SIZE, "segment header > slice");
     seg->magic = HEAP_SEG_MAGIC;
     seg->kind = HEAP_SEG_SMALL;
@@ -152,32 +148,24 @@ static heap_segment *segment_new(void)
     seg->free_mask = ~1ULL;
     seg->dirty_mask = 1ULL;
     heap_segmap_set((uintptr_t)seg >> HEAP_SEG_SHIFT, 1);
-    ADD(st_mapped, HEAP_SEG_SIZE);
-    ADD(st_released, HEAP_SEG_SIZE - HEAP_SLICE_SIZE);
-    ADD(st_segments, 1);
+    FETCH_ADD(&st_mapped, HEAP_SEG_SIZE, RELAXED);
+    FETCH_ADD(&st_released, HEAP_SEG_SIZE - HEAP_SLICE_SIZE, RELAXED);
+    FETCH_ADD(&st_segments, 1, RELAXED);
     avail_push(seg);
-    seg->all_next = arena_all;
-    if (arena_all)
-        arena_all->all_prev = seg;
-    arena_all = seg;
+    list_push_front(&arena_all, &seg->all_link);
     return seg;
 }
 
 static void segment_unmap(heap_segment *seg)
 {
     avail_remove(seg);
-    if (seg->all_prev)
-        seg->all_prev->all_next = seg->all_next;
-    else
-        arena_all = seg->all_next;
-    if (seg->all_next)
-        seg->all_next->all_prev = seg->all_prev;
+    list_remove(&arena_all, &seg->all_link);
     heap_segmap_set((uintptr_t)seg >> HEAP_SEG_SHIFT, 0);
-    SUB(st_mapped, HEAP_SEG_SIZE);
-    SUB(st_released, HEAP_SEG_SIZE - HEAP_SLICE_SIZE);
-    SUB(st_segments, 1);
+    FETCH_SUB(&st_mapped, HEAP_SEG_SIZE, RELAXED);
+    FETCH_SUB(&st_released, HEAP_SEG_SIZE - HEAP_SLICE_SIZE, RELAXED);
+    FETCH_SUB(&st_segments, 1, RELAXED);
     seg->magic = 0;
-    mote__heap_os_unmap(seg, HEAP_SEG_SIZE);
+    mote__os_release(seg, HEAP_SEG_SIZE);
 }
 
 heap_page *mote__arena_page_alloc(uint32_t n, bool *zero)
@@ -185,11 +173,11 @@ heap_page *mote__arena_page_alloc(uint32_t n, bool *zero)
     heap_segment *seg;
     uint64_t starts = 0;
     /* Warm (dirty) slices first: they cost no page faults. */
-    for (seg = arena_avail; seg; seg = seg->next)
+    for (seg = avail_first(); seg; seg = avail_next(seg))
         if ((starts = run_starts(seg->free_mask & seg->dirty_mask, n)))
             break;
     if (!seg)
-        for (seg = arena_avail; seg; seg = seg->next)
+        for (seg = avail_first(); seg; seg = avail_next(seg))
             if ((starts = run_starts(seg->free_mask, n)))
                 break;
     if (!seg) {
@@ -206,7 +194,7 @@ heap_page *mote__arena_page_alloc(uint32_t n, bool *zero)
         if (!arena_reserve(bytes))
             return NULL;
         clean = bits & ~seg->dirty_mask; /* arena_reserve may have released */
-        SUB(st_released, (uint64_t)__builtin_popcountll(clean) << HEAP_SLICE_SHIFT);
+        FETCH_SUB(&st_released, (uint64_t)__builtin_popcountll(clean) << HEAP_SLICE_SHIFT, RELAXED);
     }
     *zero = clean == bits;
     seg->free_mask &= ~bits;
@@ -227,7 +215,7 @@ void mote__arena_page_free(heap_page *pg)
     heap_segment *seg = heap_segment_of(pg->start);
     unsigned i = (unsigned)(((uintptr_t)pg->start >> HEAP_SLICE_SHIFT) & (HEAP_SLICES - 1));
     unsigned n = pg->slices;
-    uint32_t now = mote__heap_now_ms();
+    uint32_t now = mote__os_coarse_ms();
     for (unsigned k = i; k < i + n; k++) {
         seg->map[k] = NULL;
         seg->since[k] = now;
@@ -256,7 +244,7 @@ void *mote__arena_large_alloc(size_t size, size_t align)
     uintptr_t a = align > 16 ? align : 16;
     pg->first = (uint8_t *)(((uintptr_t)pg->start + a - 1) & ~(a - 1));
     pg->usable = (size_t)(pg->start + ((size_t)n << HEAP_SLICE_SHIFT) - pg->first);
-    ADD(st_large_inuse, pg->usable);
+    FETCH_ADD(&st_large_inuse, pg->usable, RELAXED);
     heap_lock_release(&mote__heap_arena_lock);
     return pg->first;
 }
@@ -264,7 +252,7 @@ void *mote__arena_large_alloc(size_t size, size_t align)
 void mote__arena_large_free(heap_page *pg)
 {
     heap_lock_acquire(&mote__heap_arena_lock);
-    SUB(st_large_inuse, pg->usable);
+    FETCH_SUB(&st_large_inuse, pg->usable, RELAXED);
     page_used_set(pg, 0);
     mote__arena_page_free(pg);
     heap_lock_release(&mote__heap_arena_lock);
@@ -281,7 +269,7 @@ void *mote__arena_huge_alloc(size_t size, size_t align)
         return NULL;
     }
     total &= ~(HEAP_OS_PAGE - 1);
-    if (LOAD(arena_limit)) {
+    if (LOAD(&arena_limit, RELAXED)) {
         heap_lock_acquire(&mote__heap_arena_lock);
         bool ok = arena_reserve(total);
         heap_lock_release(&mote__heap_arena_lock);
@@ -290,7 +278,7 @@ void *mote__arena_huge_alloc(size_t size, size_t align)
             return NULL;
         }
     }
-    uint8_t *base = mote__heap_os_map(total, a > HEAP_SEG_SIZE ? a : HEAP_SEG_SIZE, false);
+    uint8_t *base = mote__os_map_aligned(total, a > HEAP_SEG_SIZE ? a : HEAP_SEG_SIZE, false);
     if (!base) {
         errno = ENOMEM;
         return NULL;
@@ -307,9 +295,9 @@ void *mote__arena_huge_alloc(size_t size, size_t align)
     pg->start = base;
     pg->first = base + hdr;
     pg->usable = total - hdr;
-    ADD(st_mapped, total);
-    ADD(st_huge_inuse, pg->usable);
-    ADD(st_huge_count, 1);
+    FETCH_ADD(&st_mapped, total, RELAXED);
+    FETCH_ADD(&st_huge_inuse, pg->usable, RELAXED);
+    FETCH_ADD(&st_huge_count, 1, RELAXED);
     heap_segmap_set((uintptr_t)pg->first >> HEAP_SEG_SHIFT, (uint8_t)(2 + (hdr >> HEAP_SEG_SHIFT)));
     return pg->first;
 }
@@ -322,11 +310,11 @@ void mote__arena_huge_free(heap_segment *seg, const void *p)
         mote__heap_invalid_free(p, "free");
     page_used_set(pg, 0);
     heap_segmap_set((uintptr_t)p >> HEAP_SEG_SHIFT, 0);
-    SUB(st_mapped, seg->map_size);
-    SUB(st_huge_inuse, pg->usable);
-    SUB(st_huge_count, 1);
+    FETCH_SUB(&st_mapped, seg->map_size, RELAXED);
+    FETCH_SUB(&st_huge_inuse, pg->usable, RELAXED);
+    FETCH_SUB(&st_huge_count, 1, RELAXED);
     seg->magic = 0;
-    mote__heap_os_unmap(seg->map_base, seg->map_size);
+    mote__os_release(seg->map_base, seg->map_size);
 }
 
 long mote__arena_scavenge(uint32_t decay_ms, bool may_idle)
@@ -340,8 +328,8 @@ long mote__arena_scavenge(uint32_t decay_ms, bool may_idle)
 
     heap_lock_acquire(&mote__heap_arena_lock);
     uint64_t gen0 = mote__scavenger_gen;
-    uint32_t now = mote__heap_now_ms();
-    for (heap_segment *seg = arena_avail; seg; seg = seg->next) {
+    uint32_t now = mote__os_coarse_ms();
+    for (heap_segment *seg = avail_first(); seg; seg = avail_next(seg)) {
         uint64_t m = seg->free_mask & seg->dirty_mask, rel = 0;
         while (m) {
             unsigned i = (unsigned)__builtin_ctzll(m);
@@ -374,7 +362,7 @@ long mote__arena_scavenge(uint32_t decay_ms, bool may_idle)
         while (m) {
             unsigned i = (unsigned)__builtin_ctzll(m);
             unsigned n = (unsigned)__builtin_ctzll(~(m >> i));
-            mote__heap_os_decommit((uint8_t *)segs[k] + ((size_t)i << HEAP_SLICE_SHIFT),
+            mote__os_decommit((uint8_t *)segs[k] + ((size_t)i << HEAP_SLICE_SHIFT),
                              (size_t)n << HEAP_SLICE_SHIFT);
             m &= ~run_bits(i, n);
             runs++;
@@ -388,13 +376,13 @@ long mote__arena_scavenge(uint32_t decay_ms, bool may_idle)
         uint64_t bytes = (uint64_t)__builtin_popcountll(masks[k]) << HEAP_SLICE_SHIFT;
         seg->free_mask |= masks[k];
         seg->dirty_mask &= ~masks[k];
-        ADD(st_released, bytes);
-        ADD(st_released_total, bytes);
+        FETCH_ADD(&st_released, bytes, RELAXED);
+        FETCH_ADD(&st_released_total, bytes, RELAXED);
         /* A wholly free, wholly released segment goes back to the OS. */
         if (seg->free_mask == ~1ULL && !(seg->dirty_mask & ~1ULL))
             segment_unmap(seg);
     }
-    ADD(st_decommits, runs);
+    FETCH_ADD(&st_decommits, runs, RELAXED);
     if (!more && next < 0 && may_idle) {
         if (mote__scavenger_gen == gen0)
             mote__scavenger_idle = 1; /* the next freed slice wakes us */
@@ -409,7 +397,8 @@ void mote__arena_small_usage(heap_small_usage *u)
 {
     memset(u, 0, sizeof *u);
     heap_lock_acquire(&mote__heap_arena_lock);
-    for (heap_segment *seg = arena_all; seg; seg = seg->all_next) {
+    for (list_node *l = arena_all.head; l; l = l->next) {
+        heap_segment *seg = list_entry(l, heap_segment, all_link);
         uint64_t inpage = ~seg->free_mask & ~1ULL;
         while (inpage) {
             unsigned i = (unsigned)__builtin_ctzll(inpage);
@@ -432,14 +421,14 @@ void mote__arena_small_usage(heap_small_usage *u)
 
 void mote__arena_stats(heap_arena_stats *st)
 {
-    st->mapped = LOAD(st_mapped);
-    st->released = LOAD(st_released);
-    st->large_inuse = LOAD(st_large_inuse);
-    st->huge_inuse = LOAD(st_huge_inuse);
-    st->segments = LOAD(st_segments);
-    st->huge_count = LOAD(st_huge_count);
-    st->decommits = LOAD(st_decommits);
-    st->released_total = LOAD(st_released_total);
+    st->mapped = LOAD(&st_mapped, RELAXED);
+    st->released = LOAD(&st_released, RELAXED);
+    st->large_inuse = LOAD(&st_large_inuse, RELAXED);
+    st->huge_inuse = LOAD(&st_huge_inuse, RELAXED);
+    st->segments = LOAD(&st_segments, RELAXED);
+    st->huge_count = LOAD(&st_huge_count, RELAXED);
+    st->decommits = LOAD(&st_decommits, RELAXED);
+    st->released_total = LOAD(&st_released_total, RELAXED);
 }
 
 void mote__arena_fork_prepare(void)
@@ -462,5 +451,5 @@ void mote__arena_fork_parent(void)
 
 void mote__arena_fork_child(void)
 {
-    atomic_store_explicit(&mote__heap_arena_lock.v, 0, memory_order_release);
+    STORE(&mote__heap_arena_lock.v, 0, RELEASE);
 }

@@ -25,9 +25,7 @@ size_t mote__heap_committed_bytes(void);
  * it fails with NULL/ENOMEM.  Returns 0.  MOTE_MEMLIMIT sets it at start. */
 int mote__heap_set_limit(uint64_t bytes);
 
-/* 0, or -EINVAL when an allocator environment variable (MOTE_MALLOC_DECAY_MS,
- * MOTE_MEMLIMIT, MOTE_MALLOC_STATS) was invalid; the message went to stderr
- * and the variable was ignored. */
-int mote__heap_check_env(void);
+/* Gives every free page of the heap back to the OS now. */
+void mote__heap_release_all(void);
 
 #endif

@@ -26,12 +26,13 @@
 #ifndef MOTE_HEAP_INTERNAL_H
 #define MOTE_HEAP_INTERNAL_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "atomic.h"
 #include "heap/lock.h"
+#include "list.h"
 
 #define HEAP_LIKELY(x) __builtin_expect(!!(x), 1)
 #define HEAP_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -80,7 +81,7 @@ struct heap_tcache;
 typedef struct __attribute__((aligned(128))) heap_page {
     /* ---- first cache line: everything the fast paths touch ---- */
     heap_block *free;   /* blocks ready to hand out (owner) */
-    _Atomic uint32_t used; /* blocks out (includes remote frees not collected);
+    uint32_t used; /* blocks out (includes remote frees not collected);
                               written by the owner only, without RMW: use
                               page_used*() so metrics may read it */
     uint32_t bsize;     /* block size (small pages) */
@@ -99,9 +100,9 @@ typedef struct __attribute__((aligned(128))) heap_page {
      * other threads write: kept off the owner's fast-path line ---- */
     uint8_t *first;     /* large/huge: the block handed out */
     size_t usable;      /* large/huge: usable bytes from first */
-    struct heap_page *next, *prev; /* class queue (owner) */
+    list_node qlink;    /* class queue (owner) */
     struct heap_page *remote_next; /* on owner->remote */
-    _Atomic uintptr_t tfree;       /* remote-freed blocks | count | HEAP_TF_* */
+    uintptr_t tfree;       /* remote-freed blocks | count | HEAP_TF_* */
 } heap_page;
 _Static_assert(__builtin_offsetof(heap_page, reserved) < 64, "fast-path fields fit one line");
 _Static_assert(__builtin_offsetof(heap_page, tfree) >= 64, "tfree off the fast-path line");
@@ -112,8 +113,8 @@ typedef struct heap_segment {
     uint32_t index;    /* creation order, for stats */
     uint32_t in_avail; /* on the arena's list of segments with free slices */
     uint32_t pad_;
-    struct heap_segment *next, *prev; /* arena_avail list */
-    struct heap_segment *all_next, *all_prev; /* every small segment */
+    list_node avail_link; /* arena_avail list */
+    list_node all_link;   /* every small segment */
     uint64_t free_mask;  /* slices not in any page */
     uint64_t dirty_mask; /* free slices that may be resident */
     size_t map_size;     /* huge: length of the whole mapping */
@@ -125,15 +126,22 @@ typedef struct heap_segment {
 
 #define HEAP_SEG_MAGIC 0x6d6f74655f736567ULL /* "mote_seg" */
 
-typedef struct heap_queue {
-    heap_page *first, *last;
-} heap_queue;
+/* A class queue: a list of pages (heap_page.qlink). */
+typedef list heap_queue;
+static inline heap_page *queue_first(const heap_queue *q)
+{
+    return q->head ? list_entry(q->head, heap_page, qlink) : NULL;
+}
+static inline heap_page *queue_next(const heap_page *pg)
+{
+    return pg->qlink.next ? list_entry(pg->qlink.next, heap_page, qlink) : NULL;
+}
 
 typedef struct heap_tcache {
     heap_page *cur[HEAP_NCLS]; /* == queue[c].first, or &mote__heap_page_empty */
     heap_queue queue[HEAP_NCLS];
-    _Atomic(heap_page *) remote; /* pages notified by remote frees */
-    _Atomic int dead;            /* 1 while in the pool (thread exited) */
+    heap_page * remote; /* pages notified by remote frees */
+    int dead;            /* 1 while in the pool (thread exited) */
     struct heap_tcache *pool_next; /* pool of dead caches */
     struct heap_tcache *all_next;  /* every cache ever made (immortal) */
     uint32_t id;
@@ -141,11 +149,11 @@ typedef struct heap_tcache {
 
 static inline uint32_t page_used(const heap_page *pg)
 {
-    return atomic_load_explicit(&pg->used, memory_order_relaxed);
+    return LOAD(&pg->used, RELAXED);
 }
 static inline void page_used_set(heap_page *pg, uint32_t v)
 {
-    atomic_store_explicit(&pg->used, v, memory_order_relaxed);
+    STORE(&pg->used, v, RELAXED);
 }
 static inline uint32_t page_used_add(heap_page *pg, int32_t d)
 {
@@ -157,14 +165,14 @@ static inline uint32_t page_used_add(heap_page *pg, int32_t d)
 /* ---- globals ---- */
 /* Atomic bytes: a unit is unmapped by one thread and mapped again by
  * another, with only the kernel in between. */
-extern _Atomic uint8_t mote__heap_segmap[HEAP_SEGMAP_LEN];
+extern uint8_t mote__heap_segmap[HEAP_SEGMAP_LEN];
 static inline uint8_t heap_segmap_get(uintptr_t idx)
 {
-    return atomic_load_explicit(&mote__heap_segmap[idx], memory_order_relaxed);
+    return LOAD(&mote__heap_segmap[idx], RELAXED);
 }
 static inline void heap_segmap_set(uintptr_t idx, uint8_t v)
 {
-    atomic_store_explicit(&mote__heap_segmap[idx], v, memory_order_release);
+    STORE(&mote__heap_segmap[idx], v, RELEASE);
 }
 extern uintptr_t mote__heap_key;
 extern heap_tcache mote__heap_tcache_empty;
@@ -194,30 +202,23 @@ static inline unsigned sizeclass_of(size_t n)
     return sizeclass_of_slow(n);
 }
 
-/* ---- os.c ---- */
-void *mote__heap_os_map(size_t size, size_t align, bool noreserve);
-void mote__heap_os_unmap(void *p, size_t size);
-void mote__heap_os_decommit(void *p, size_t size);
-uint32_t mote__heap_now_ms(void);
-void mote__heap_write_err(const char *s);
+/* Reports an invalid pointer passed to free & co. and aborts (api.c). */
 HEAP_COLD __attribute__((noreturn)) void mote__heap_invalid_free(const void *p, const char *what);
 
-/* ---- config.c ---- */
+/* ---- the allocator's MOTE_* variables (read at init from option.h) ---- */
 typedef struct heap_config {
     uint32_t decay_ms;
     uint64_t limit;  /* 0: none */
     int stats;       /* 0 none, 1 text, 2 json */
-    int env_error;   /* an environment variable was invalid */
 } heap_config;
 extern heap_config mote__heap_cfg;
-void mote__heap_config_load(void);
 
 /* ---- init (api.c / tcache.c) ---- */
-extern _Atomic int mote__heap_initialized;
+extern int mote__heap_initialized;
 void mote__heap_init_slow(void);
 static inline void heap_ensure_init(void)
 {
-    if (HEAP_UNLIKELY(!atomic_load_explicit(&mote__heap_initialized, memory_order_acquire)))
+    if (HEAP_UNLIKELY(!LOAD(&mote__heap_initialized, ACQUIRE)))
         mote__heap_init_slow();
 }
 

@@ -8,33 +8,29 @@
 #ifndef MOTE_HEAP_LOCK_H
 #define MOTE_HEAP_LOCK_H
 
-#include <stdatomic.h>
+#include "atomic.h"
+#include "os/os.h"
 
 typedef struct heap_lock {
-    _Atomic int v;
+    int v;
 } heap_lock;
 
 #define HEAP_LOCK_INIT {0}
 
 void mote__heap_lock_slow(heap_lock *l);
-void mote__heap_futex_wake(_Atomic int *addr, int n);
-/* Sleeps while *addr == val, at most timeout_ms (< 0: no timeout). */
-void mote__heap_futex_wait(_Atomic int *addr, int val, long timeout_ms);
 
 static inline void heap_lock_acquire(heap_lock *l)
 {
     int c = 0;
-    if (__builtin_expect(atomic_compare_exchange_strong_explicit(
-                             &l->v, &c, 1, memory_order_acquire, memory_order_relaxed),
-                         1))
+    if (__builtin_expect(CAS(&l->v, &c, 1, ACQUIRE), 1))
         return;
     mote__heap_lock_slow(l);
 }
 
 static inline void heap_lock_release(heap_lock *l)
 {
-    if (atomic_exchange_explicit(&l->v, 0, memory_order_release) == 2)
-        mote__heap_futex_wake(&l->v, 1);
+    if (XCHG(&l->v, 0, RELEASE) == 2)
+        mote__os_futex_wake(&l->v, 1);
 }
 
 #endif

@@ -32,7 +32,7 @@ void mote__page_init_small(heap_page *pg, heap_tcache *owner, unsigned cls)
     pg->reserved = (uint32_t)(((size_t)pg->slices << HEAP_SLICE_SHIFT) / bsize);
     pg->first = pg->start;
     pg->owner = owner;
-    atomic_store_explicit(&pg->tfree, 0, memory_order_relaxed);
+    STORE(&pg->tfree, 0, RELAXED);
 }
 
 /* Carves about HEAP_CARVE_BYTES more blocks onto the free list. */
@@ -57,11 +57,10 @@ void mote__page_extend(heap_page *pg)
 /* Moves remote-freed blocks to the local free list (owner only). */
 void mote__page_collect(heap_page *pg)
 {
-    uintptr_t t = atomic_load_explicit(&pg->tfree, memory_order_relaxed);
+    uintptr_t t = LOAD(&pg->tfree, RELAXED);
     if (!TF_PTR(t))
         return;
-    while (!atomic_compare_exchange_weak_explicit(&pg->tfree, &t, t & HEAP_TF_STATE,
-                                                  memory_order_acquire, memory_order_relaxed))
+    while (!CAS_WEAK(&pg->tfree, &t, t & HEAP_TF_STATE, ACQUIRE))
         ;
     heap_block *head = TF_PTR(t);
     if (pg->free) { /* rare: append (the usual caller has an empty list) */
@@ -81,45 +80,41 @@ void mote__page_collect(heap_page *pg)
  * may leave as it is.  False: remote blocks arrived, collect them. */
 bool mote__page_try_mark_full(heap_page *pg)
 {
-    uintptr_t t = atomic_load_explicit(&pg->tfree, memory_order_relaxed);
+    uintptr_t t = LOAD(&pg->tfree, RELAXED);
     if (t == HEAP_TF_FULL || (t & HEAP_TF_STATE) == HEAP_TF_NOTIFIED)
         return true;
     if (t != HEAP_TF_NORMAL)
         return false;
-    return atomic_compare_exchange_strong_explicit(&pg->tfree, &t, HEAP_TF_FULL,
-                                                   memory_order_release, memory_order_relaxed);
+    return CAS(&pg->tfree, &t, HEAP_TF_FULL, RELEASE);
 }
 
 /* If the state is `from`, makes it NORMAL, keeping the pushed blocks. */
 void mote__page_set_normal(heap_page *pg, uintptr_t from)
 {
-    uintptr_t t = atomic_load_explicit(&pg->tfree, memory_order_relaxed);
+    uintptr_t t = LOAD(&pg->tfree, RELAXED);
     while ((t & HEAP_TF_STATE) == from &&
-           !atomic_compare_exchange_weak_explicit(&pg->tfree, &t, t & ~HEAP_TF_STATE,
-                                                  memory_order_acquire, memory_order_relaxed))
+           !CAS_WEAK(&pg->tfree, &t, t & ~HEAP_TF_STATE, ACQUIRE))
         ;
 }
 
 /* A non-owner frees b (its cookie is already set). */
 void mote__page_free_remote(heap_page *pg, heap_block *b)
 {
-    uintptr_t t = atomic_load_explicit(&pg->tfree, memory_order_relaxed), nt;
+    uintptr_t t = LOAD(&pg->tfree, RELAXED), nt;
     do {
         b->next = TF_PTR(t);
         uintptr_t st = t & HEAP_TF_STATE;
         nt = (uintptr_t)b | ((uintptr_t)(TF_COUNT(t) + 1) << TF_COUNT_SHIFT) |
              (st == HEAP_TF_FULL ? HEAP_TF_NOTIFIED : st);
-    } while (!atomic_compare_exchange_weak_explicit(&pg->tfree, &t, nt, memory_order_acq_rel,
-                                                    memory_order_relaxed));
+    } while (!CAS_WEAK(&pg->tfree, &t, nt, ACQ_REL));
     if ((t & HEAP_TF_STATE) != HEAP_TF_FULL)
         return;
     /* We made it NOTIFIED: the page stays put until its owner pops it. */
     heap_tcache *h = pg->owner;
-    heap_page *head = atomic_load_explicit(&h->remote, memory_order_relaxed);
+    heap_page *head = LOAD(&h->remote, RELAXED);
     do {
         pg->remote_next = head;
-    } while (!atomic_compare_exchange_weak_explicit(&h->remote, &head, pg, memory_order_seq_cst,
-                                                    memory_order_relaxed));
-    if (atomic_load_explicit(&h->dead, memory_order_seq_cst))
+    } while (!CAS_WEAK(&h->remote, &head, pg, SEQ_CST));
+    if (LOAD(&h->dead, SEQ_CST))
         mote__scavenger_kick();
 }

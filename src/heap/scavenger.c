@@ -9,24 +9,22 @@
  * remote free lands in one (mote__scavenger_kick).  Its signals are blocked, so
  * it never runs a program's signal handler.
  */
-#include <pthread.h>
-#include <signal.h>
-#include <sys/prctl.h>
 
 #include "heap/internal.h"
+#include "os/os.h"
 
 uint64_t mote__scavenger_gen; /* arena lock */
 int mote__scavenger_idle;     /* arena lock */
-static _Atomic int scav_state; /* 0 not started, 1 running or starting,
+static int scav_state; /* 0 not started, 1 running or starting,
                                   2 could not start: scavenge inline */
-static _Atomic uint32_t scav_inline_last; /* ms, state 2 */
-static _Atomic int scav_seq;   /* futex word: bumped to wake the thread */
-static _Atomic int scav_dead;  /* dead caches have notified pages */
+static uint32_t scav_inline_last; /* ms, state 2 */
+static int scav_seq;   /* futex word: bumped to wake the thread */
+static int scav_dead;  /* dead caches have notified pages */
 
 static void scavenger_wake(void)
 {
-    atomic_fetch_add_explicit(&scav_seq, 1, memory_order_release);
-    mote__heap_futex_wake(&scav_seq, 1);
+    FETCH_ADD(&scav_seq, 1, RELEASE);
+    mote__os_futex_wake(&scav_seq, 1);
 }
 
 void mote__scavenger_note_dirty(void)
@@ -40,8 +38,8 @@ void mote__scavenger_note_dirty(void)
 
 void mote__scavenger_kick(void)
 {
-    atomic_store_explicit(&scav_dead, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&scav_state, memory_order_acquire) == 1)
+    STORE(&scav_dead, 1, SEQ_CST);
+    if (LOAD(&scav_state, ACQUIRE) == 1)
         scavenger_wake();
     else
         mote__scavenger_ensure();
@@ -50,10 +48,10 @@ void mote__scavenger_kick(void)
 static void *scavenger_main(void *arg)
 {
     (void)arg;
-    prctl(PR_SET_NAME, "mote-scavenger", 0, 0, 0);
+    mote__os_thread_name("mote-scavenger");
     for (;;) {
-        int seq = atomic_load_explicit(&scav_seq, memory_order_acquire);
-        if (atomic_exchange_explicit(&scav_dead, 0, memory_order_seq_cst))
+        int seq = LOAD(&scav_seq, ACQUIRE);
+        if (XCHG(&scav_dead, 0, SEQ_CST))
             mote__tcache_collect_dead();
         long next = mote__arena_scavenge(mote__heap_cfg.decay_ms, true);
         if (next == 0)
@@ -61,7 +59,7 @@ static void *scavenger_main(void *arg)
         /* Sleep at least 10 ms: releases are batched, not one slice each. */
         if (next > 0 && next < 10)
             next = 10;
-        mote__heap_futex_wait(&scav_seq, seq, next);
+        mote__os_futex_wait(&scav_seq, seq, next < 0 ? -1 : next * 1000000);
     }
     return NULL;
 }
@@ -70,20 +68,18 @@ static void *scavenger_main(void *arg)
  * that give pages back do the scavenger's work, at most once per period. */
 static void scavenger_inline(void)
 {
-    uint32_t now = mote__heap_now_ms(), last = atomic_load_explicit(&scav_inline_last, memory_order_relaxed);
+    uint32_t now = mote__os_coarse_ms(), last = LOAD(&scav_inline_last, RELAXED);
     uint32_t period = mote__heap_cfg.decay_ms > 10 ? mote__heap_cfg.decay_ms / 2 : 5;
-    if (now - last < period || !atomic_compare_exchange_strong_explicit(
-                                   &scav_inline_last, &last, now, memory_order_relaxed,
-                                   memory_order_relaxed))
+    if (now - last < period || !CAS(&scav_inline_last, &last, now, RELAXED))
         return;
-    if (atomic_exchange_explicit(&scav_dead, 0, memory_order_seq_cst))
+    if (XCHG(&scav_dead, 0, SEQ_CST))
         mote__tcache_collect_dead();
     mote__arena_scavenge(mote__heap_cfg.decay_ms, false);
 }
 
 void mote__scavenger_ensure(void)
 {
-    int st = atomic_load_explicit(&scav_state, memory_order_relaxed);
+    int st = LOAD(&scav_state, RELAXED);
     if (HEAP_LIKELY(st == 1))
         return;
     if (st == 2) {
@@ -91,24 +87,13 @@ void mote__scavenger_ensure(void)
         return;
     }
     int z = 0;
-    if (!atomic_compare_exchange_strong_explicit(&scav_state, &z, 1, memory_order_acq_rel,
-                                                 memory_order_relaxed))
+    if (!CAS(&scav_state, &z, 1, ACQ_REL))
         return;
-    pthread_attr_t attr;
-    sigset_t all, old;
-    pthread_t t;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 128 * 1024);
-    int r = pthread_create(&t, &attr, scavenger_main, NULL);
-    pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int r = mote__os_thread_start(scavenger_main, NULL, 128 * 1024);
     if (r != 0) {
-        mote__heap_write_err("mote: cannot start the heap scavenger thread; free pages are "
+        mote__os_write_err("mote: cannot start the heap scavenger thread; free pages are "
                        "returned on later frees instead\n");
-        atomic_store_explicit(&scav_state, 2, memory_order_release);
+        STORE(&scav_state, 2, RELEASE);
     }
 }
 
@@ -126,7 +111,7 @@ void mote__scavenger_fork_child(void)
      * (except under TSan, which cannot start threads in a fork child of a
      * threaded process: there the child goes without a scavenger). */
 #ifndef SCAV_TSAN
-    atomic_store_explicit(&scav_state, 0, memory_order_relaxed);
+    STORE(&scav_state, 0, RELAXED);
 #endif
     mote__scavenger_idle = 0;
 }

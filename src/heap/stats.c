@@ -18,6 +18,7 @@
 
 #include "heap/heap.h"
 #include "heap/internal.h"
+#include "os/os.h"
 
 typedef struct stats_snap {
     heap_small_usage u;
@@ -143,5 +144,5 @@ void mote__stats_print_at_exit(void)
     if (n > cap - 1)
         n = cap - 1;
     stats_buf[n] = 0;
-    mote__heap_write_err(stats_buf);
+    mote__os_write_err(stats_buf);
 }

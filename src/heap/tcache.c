@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "heap/internal.h"
+#include "os/os.h"
 
 heap_page mote__heap_page_empty;
 heap_tcache mote__heap_tcache_empty = {.cur = {[0 ... HEAP_NCLS - 1] = &mote__heap_page_empty}};
@@ -31,7 +32,7 @@ __thread heap_tcache *mote__heap_tls __attribute__((tls_model("initial-exec"))) 
 
 static heap_lock pool_lock = HEAP_LOCK_INIT;
 static heap_tcache *pool;                 /* dead caches, under pool_lock */
-static _Atomic(heap_tcache *) all_caches; /* every cache, push-only */
+static heap_tcache * all_caches; /* every cache, push-only */
 static uint32_t ncaches;
 static uint8_t *meta_cur, *meta_end; /* bump allocator for caches */
 static pthread_key_t tcache_key;
@@ -39,54 +40,32 @@ static bool tcache_key_ok;
 
 heap_tcache *mote__tcache_all(void)
 {
-    return atomic_load_explicit(&all_caches, memory_order_acquire);
+    return LOAD(&all_caches, ACQUIRE);
 }
 
 /* ---- class queues ---- */
 
 static inline void queue_sync_cur(heap_tcache *h, unsigned c)
 {
-    h->cur[c] = h->queue[c].first ? h->queue[c].first : &mote__heap_page_empty;
+    heap_page *first = queue_first(&h->queue[c]);
+    h->cur[c] = first ? first : &mote__heap_page_empty;
 }
 
 static void queue_remove(heap_tcache *h, heap_page *pg)
 {
-    heap_queue *q = &h->queue[pg->cls];
-    if (pg->prev)
-        pg->prev->next = pg->next;
-    else
-        q->first = pg->next;
-    if (pg->next)
-        pg->next->prev = pg->prev;
-    else
-        q->last = pg->prev;
-    pg->next = pg->prev = NULL;
+    list_remove(&h->queue[pg->cls], &pg->qlink);
     queue_sync_cur(h, pg->cls);
 }
 
 static void queue_push_front(heap_tcache *h, heap_page *pg)
 {
-    heap_queue *q = &h->queue[pg->cls];
-    pg->prev = NULL;
-    pg->next = q->first;
-    if (q->first)
-        q->first->prev = pg;
-    else
-        q->last = pg;
-    q->first = pg;
+    list_push_front(&h->queue[pg->cls], &pg->qlink);
     queue_sync_cur(h, pg->cls);
 }
 
 static void queue_push_back(heap_tcache *h, heap_page *pg)
 {
-    heap_queue *q = &h->queue[pg->cls];
-    pg->next = NULL;
-    pg->prev = q->last;
-    if (q->last)
-        q->last->next = pg;
-    else
-        q->first = pg;
-    q->last = pg;
+    list_push_back(&h->queue[pg->cls], &pg->qlink);
     queue_sync_cur(h, pg->cls);
 }
 
@@ -109,7 +88,7 @@ static heap_tcache *tcache_acquire(void)
     } else {
         if (meta_end - meta_cur < (ptrdiff_t)sizeof(heap_tcache)) {
             size_t chunk = 256 * 1024;
-            meta_cur = mote__heap_os_map(chunk, HEAP_OS_PAGE, false);
+            meta_cur = mote__os_map_aligned(chunk, HEAP_OS_PAGE, false);
             if (!meta_cur) {
                 meta_end = NULL;
                 heap_lock_release(&pool_lock);
@@ -122,11 +101,11 @@ static heap_tcache *tcache_acquire(void)
         for (unsigned c = 0; c < HEAP_NCLS; c++)
             h->cur[c] = &mote__heap_page_empty;
         h->id = ncaches++;
-        h->all_next = atomic_load_explicit(&all_caches, memory_order_relaxed);
-        atomic_store_explicit(&all_caches, h, memory_order_release);
+        h->all_next = LOAD(&all_caches, RELAXED);
+        STORE(&all_caches, h, RELEASE);
     }
     heap_lock_release(&pool_lock);
-    atomic_store_explicit(&h->dead, 0, memory_order_seq_cst);
+    STORE(&h->dead, 0, SEQ_CST);
     mote__heap_tls = h;
     /* Set after mote__heap_tls: pthread_setspecific may itself allocate. */
     if (tcache_key_ok)
@@ -137,7 +116,7 @@ static heap_tcache *tcache_acquire(void)
 /* Takes notified pages back into their queues (owner only). */
 static void tcache_drain_remote(heap_tcache *h)
 {
-    heap_page *pg = atomic_exchange_explicit(&h->remote, NULL, memory_order_acquire);
+    heap_page *pg = XCHG(&h->remote, NULL, ACQUIRE);
     while (pg) {
         heap_page *next = pg->remote_next;
         pg->remote_next = NULL;
@@ -152,7 +131,7 @@ static void tcache_drain_remote(heap_tcache *h)
 
 static inline bool page_notified(heap_page *pg)
 {
-    return (atomic_load_explicit(&pg->tfree, memory_order_relaxed) & HEAP_TF_STATE) ==
+    return (LOAD(&pg->tfree, RELAXED) & HEAP_TF_STATE) ==
            HEAP_TF_NOTIFIED;
 }
 
@@ -160,17 +139,16 @@ static inline bool page_notified(heap_page *pg)
  * other page out of the queues marked FULL.  Owner only. */
 static void tcache_cleanup(heap_tcache *h, bool park)
 {
-    heap_page *to_free = NULL;
+    list to_free = {0};
     tcache_drain_remote(h);
     for (unsigned c = 1; c < HEAP_NCLS; c++) {
-        heap_page *pg = h->queue[c].first;
+        heap_page *pg = queue_first(&h->queue[c]);
         while (pg) {
-            heap_page *next = pg->next;
+            heap_page *next = queue_next(pg);
             mote__page_collect(pg);
             if (page_used(pg) == 0 && !page_notified(pg)) {
                 queue_remove(h, pg);
-                pg->next = to_free;
-                to_free = pg;
+                list_push_back(&to_free, &pg->qlink);
             } else if (park) {
                 if (mote__page_try_mark_full(pg)) {
                     queue_remove(h, pg);
@@ -182,13 +160,11 @@ static void tcache_cleanup(heap_tcache *h, bool park)
             pg = next;
         }
     }
-    if (to_free) {
+    if (!list_empty(&to_free)) {
         heap_lock_acquire(&mote__heap_arena_lock);
-        while (to_free) {
-            heap_page *next = to_free->next;
-            mote__arena_page_free(to_free);
-            to_free = next;
-        }
+        list_node *n;
+        while ((n = list_pop_front(&to_free)))
+            mote__arena_page_free(list_entry(n, heap_page, qlink));
         heap_lock_release(&mote__heap_arena_lock);
         mote__scavenger_ensure();
     }
@@ -201,14 +177,14 @@ static void tcache_thread_exit(void *arg)
         return;
     /* dead = 1 before the last drain: a remote free that pushes after it
      * sees dead and kicks the scavenger (both seq_cst). */
-    atomic_store_explicit(&h->dead, 1, memory_order_seq_cst);
+    STORE(&h->dead, 1, SEQ_CST);
     tcache_cleanup(h, true);
     mote__heap_tls = &mote__heap_tcache_empty;
     heap_lock_acquire(&pool_lock);
     h->pool_next = pool;
     pool = h;
     heap_lock_release(&pool_lock);
-    if (atomic_load_explicit(&h->remote, memory_order_seq_cst))
+    if (LOAD(&h->remote, SEQ_CST))
         mote__scavenger_kick();
 }
 
@@ -216,7 +192,7 @@ void mote__tcache_collect_dead(void)
 {
     heap_lock_acquire(&pool_lock);
     for (heap_tcache *h = pool; h; h = h->pool_next)
-        if (atomic_load_explicit(&h->remote, memory_order_acquire))
+        if (LOAD(&h->remote, ACQUIRE))
             tcache_cleanup(h, true);
     heap_lock_release(&pool_lock);
 }
@@ -232,15 +208,15 @@ void mote__tcache_release_own(void)
 
 static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
 {
-    heap_page *pg = h->queue[cls].first;
+    heap_page *pg = queue_first(&h->queue[cls]);
     while (pg) {
-        heap_page *next = pg->next;
+        heap_page *next = queue_next(pg);
         if (!pg->free)
             mote__page_collect(pg);
         if (!pg->free)
             mote__page_extend(pg);
         if (pg->free) {
-            if (pg != h->queue[cls].first) {
+            if (pg != queue_first(&h->queue[cls])) {
                 queue_remove(h, pg);
                 queue_push_front(h, pg);
             }
@@ -278,7 +254,7 @@ void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n)
     }
     if (HEAP_UNLIKELY(cls == 0)) /* the class table was not filled yet */
         cls = sizeclass_of(n);
-    if (atomic_load_explicit(&h->remote, memory_order_relaxed))
+    if (LOAD(&h->remote, RELAXED))
         tcache_drain_remote(h);
     heap_page *pg = tcache_find_page(h, cls);
     if (!pg) {
@@ -305,7 +281,7 @@ void mote__tcache_page_freed(heap_tcache *h, heap_page *pg)
      * last block often allocates the next one at once.  At most one empty
      * page per class stays with a thread. */
     heap_queue *q = &h->queue[pg->cls];
-    if (q->first == pg && q->last == pg && pg->slices == 1)
+    if (q->head == &pg->qlink && q->tail == &pg->qlink && pg->slices == 1)
         return;
     if (page_notified(pg))
         return;
@@ -330,5 +306,5 @@ void mote__tcache_fork_parent(void)
 
 void mote__tcache_fork_child(void)
 {
-    atomic_store_explicit(&pool_lock.v, 0, memory_order_release);
+    STORE(&pool_lock.v, 0, RELEASE);
 }

@@ -1,12 +1,18 @@
 /*
- * os.h - the operating-system layer: virtual memory (reserve, guard, give
- * back), futexes, and truthful readings from the kernel (/proc).  Only Linux
- * exists (src/os/linux/).  Everything here is thread-safe and lock-free
- * unless stated.
+ * os.h - the operating-system layer: the only code in mote that makes system
+ * calls.  Virtual memory (reserve, guard, give back, residency), futexes,
+ * clocks, readings from /proc, signals and alternate stacks, helper threads,
+ * symbol names from ELF files, and raw output for diagnostics.  Only Linux
+ * exists (src/os/linux/, one file per concern).
+ *
+ * Everything here is thread-safe and lock-free unless stated.  Functions
+ * marked "malloc-free" never allocate: the allocator calls them from inside
+ * malloc, and the overflow handler from a signal handler.
  */
 #ifndef MOTE_OS_H
 #define MOTE_OS_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,51 +20,107 @@
 
 #define OS_PAGE 4096u
 
+/* ---- virtual memory (vm.c), all malloc-free ---- */
+
 /* Reserves len bytes of address space: anonymous, private, MAP_NORESERVE,
- * read/write, never transparent-huge.  NULL on failure (errno set). */
-void *mote__os_reserve(size_t len);
-/* The same, with a name shown in /proc/self/maps ("[anon:name]"). */
-void *mote__os_reserve_named(size_t len, const char *name);
+ * read/write, never transparent-huge; named "[anon:name]" in
+ * /proc/self/maps when name is not NULL (which also keeps the kernel from
+ * merging it with other memory).  NULL on failure. */
+void *mote__os_reserve(size_t len, const char *name);
 void mote__os_release(void *p, size_t len);
-/* Replaces [p, p+len) with a fresh reservation like mote__os_reserve_named's:
+/* Replaces [p, p+len) with a fresh reservation like mote__os_reserve's:
  * every page, guard and page table in it is gone.  0 or -errno. */
 int mote__os_renew(void *p, size_t len, const char *name);
+/* size bytes aligned to align (a power of two), read/write, committed on
+ * touch; noreserve adds MAP_NORESERVE.  NULL on failure. */
+void *mote__os_map_aligned(size_t size, size_t align, bool noreserve);
+/* Transparent huge pages off for [p, p+len): a huge page would turn one
+ * touched byte into 2 MiB of RSS. */
+void mote__os_no_hugepages(void *p, size_t len);
 
-enum mote__os_guard_mode { OS_GUARD_MADVISE = 1, OS_GUARD_MPROTECT = 2 };
-/* How guard pages are made here: MADV_GUARD_INSTALL (Linux >= 6.13, no VMA
- * per guard) when the kernel has it, else mprotect(PROT_NONE) (one extra VMA
- * per guard: vm.max_map_count then caps the number of stacks). */
-enum mote__os_guard_mode mote__os_guard_mode(void);
-/* Makes [p, p+len) fault on any access.  0 or -errno. */
-int mote__os_guard(void *p, size_t len);
+/* Whether this kernel has MADV_GUARD_INSTALL (Linux >= 6.13): guard pages
+ * as page-table markers, no VMA per guard.  Probed once. */
+bool mote__os_guard_madvise_works(void);
+/* Makes [p, p+len) fault on any access: with MADV_GUARD_INSTALL when
+ * madvise, else mprotect(PROT_NONE) (one extra VMA per guard:
+ * vm.max_map_count then caps the number of stacks).  0 or -errno. */
+int mote__os_guard(void *p, size_t len, bool madvise);
 
-/* Gives the pages of each range back to the kernel (MADV_DONTNEED): the
- * next touch reads zeros.  Batched into as few system calls as the kernel
- * allows (process_madvise takes 1024 ranges a call).  Returns 0 or -errno. */
+/* Gives the pages of each range back (MADV_DONTNEED): the next touch reads
+ * zeros.  Batched into as few system calls as the kernel allows
+ * (process_madvise takes 1024 ranges a call).  0 or -errno. */
 int mote__os_decommit_batch(const struct iovec *ranges, size_t n);
 int mote__os_decommit(void *p, size_t len);
+/* One byte per page of [p, p+len) (page aligned): bit 0 set when resident
+ * (mincore).  0 or -errno. */
+int mote__os_residency(const void *p, size_t len, unsigned char *vec);
 
-/* Futex wait/wake on a 32-bit word, private to the process.  wait returns
- * when *word != val, on a wake, on a signal or after timeout_ns (< 0: no
- * timeout); callers re-check their condition. */
+/* ---- futexes (futex.c), malloc-free ---- */
+
+/* Waits while *word == val: returns on a wake, a signal, a change of *word
+ * or after timeout_ns (< 0: none); callers re-check their condition. */
 void mote__os_futex_wait(int *word, int val, int64_t timeout_ns);
 void mote__os_futex_wake(int *word, int n);
 
-int64_t mote__os_now_ns(void);
+/* ---- clocks (clock.c), malloc-free ---- */
+
+int64_t mote__os_now_ns(void); /* CLOCK_MONOTONIC */
 /* The kernel's tick-granular monotonic clock (1-4 ms steps): ~3 ns a read
  * instead of ~20, for decisions that only need "about a millisecond". */
 int64_t mote__os_coarse_ns(void);
-int mote__os_ncpus(void);
+uint32_t mote__os_coarse_ms(void); /* the same in ms, wrapping */
 
-/* Resident set size from /proc/self/statm: cheap enough to poll. */
+/* ---- the process, from /proc (proc.c) ---- */
+
+int mote__os_ncpus(void);
+/* Resident set size from /proc/self/statm: cheap enough to poll.
+ * Malloc-free. */
 uint64_t mote__os_rss_bytes(void);
 /* /proc/self/status fields in bytes ("VmRSS", "VmHWM", "VmPTE"); 0 if
- * absent. */
+ * absent.  Malloc-free. */
 uint64_t mote__os_status_bytes(const char *field);
-/* Sum of the kernel's Rss over every mapping inside one of the n ranges
- * [starts[i], ends[i]), read from /proc/self/smaps.  Measured, not
+/* Sum of the kernel's Rss over every mapping that overlaps one of the n
+ * ranges [starts[i], ends[i]), read from /proc/self/smaps.  Measured, not
  * estimated. */
 uint64_t mote__os_rss_in_ranges(const uintptr_t *starts, const uintptr_t *ends,
-                          size_t n);
+                                size_t n);
+
+/* ---- output (io.c), malloc-free and async-signal-safe ---- */
+
+/* Writes all of buf (retrying short writes and EINTR); gives up on error. */
+void mote__os_write_all(int fd, const char *buf, size_t len);
+/* Writes a NUL-terminated string to stderr. */
+void mote__os_write_err(const char *s);
+
+/* ---- signals and threads (signal.c) ---- */
+
+/* Installs handler for sig (SA_SIGINFO | SA_ONSTACK | SA_NODEFER), saving
+ * the previous disposition in *prev.  0 or -errno. */
+int mote__os_signal_install(int sig, void (*handler)(int, siginfo_t *, void *),
+                            struct sigaction *prev);
+/* Passes a signal on to the disposition saved in prev, as if mote had no
+ * handler: the previous handler runs, or the default action is re-armed so
+ * that returning re-executes the fault and takes it. */
+void mote__os_signal_forward(int sig, siginfo_t *si, void *uc,
+                             const struct sigaction *prev);
+/* Gives the calling thread an alternate signal stack of size bytes unless
+ * it has one: returns the mapping to pass to altstack_fini (NULL when none
+ * was made). */
+void *mote__os_altstack_init(size_t size);
+void mote__os_altstack_fini(void *mem, size_t size);
+/* Starts a detached helper thread with every signal blocked (it must never
+ * run a program's signal handler); stack_size 0 is the default.  0 or
+ * -errno. */
+int mote__os_thread_start(void *(*fn)(void *), void *arg, size_t stack_size);
+/* Names the calling thread (shown by ps, top and debuggers). */
+void mote__os_thread_name(const char *name);
+
+/* ---- symbols (symbol.c) ---- */
+
+/* Writes the name of the function containing addr into buf: dladdr first
+ * (exported names), then the object's full symbol table (static functions
+ * too, unless stripped).  false when none is found.  Uses only
+ * open/read/mmap, so it also works in the overflow handler. */
+bool mote__os_symbol_name(const void *addr, char *buf, size_t len);
 
 #endif /* MOTE_OS_H */

@@ -1,20 +1,19 @@
 /*
- * vm.c - Linux virtual memory, futexes and /proc readings for mote (see
- * os.h).  The guard mode is probed once, on first use, and cached in an
- * atomic: a kernel either has MADV_GUARD_INSTALL or not for the whole run.
+ * vm.c - Linux virtual memory for mote (see os.h): reservations, aligned
+ * mappings, guards, decommit and residency.  Nothing here allocates.  The
+ * guard mode is probed once, on first use, and cached in an atomic: a kernel
+ * either has MADV_GUARD_INSTALL or not for the whole run.
  */
 #include "os/os.h"
 
+#include "atomic.h"
+
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/futex.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #ifndef MADV_GUARD_INSTALL
@@ -48,14 +47,41 @@ static void *os_map(void *at, size_t len, const char *name)
     return p;
 }
 
-void *mote__os_reserve(size_t len)
-{
-    return os_map(NULL, len, NULL);
-}
-
-void *mote__os_reserve_named(size_t len, const char *name)
+void *mote__os_reserve(size_t len, const char *name)
 {
     return os_map(NULL, len, name);
+}
+
+void mote__os_no_hugepages(void *p, size_t len)
+{
+    (void)madvise(p, len, MADV_NOHUGEPAGE);
+}
+
+void *mote__os_map_aligned(size_t size, size_t align, bool noreserve)
+{
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | (noreserve ? MAP_NORESERVE : 0);
+    if (align <= OS_PAGE) {
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, flags, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    /* Over-map by the alignment, then give back the ends. */
+    size_t over = size + align - OS_PAGE;
+    if (over < size)
+        return NULL;
+    uint8_t *p = mmap(NULL, over, PROT_READ | PROT_WRITE, flags, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    uint8_t *a = (uint8_t *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+    if (a > p)
+        munmap(p, (size_t)(a - p));
+    if (a + size < p + over)
+        munmap(a + size, (size_t)(p + over - (a + size)));
+    return a;
+}
+
+int mote__os_residency(const void *p, size_t len, unsigned char *vec)
+{
+    return mincore((void *)p, len, vec) == 0 ? 0 : -errno;
 }
 
 int mote__os_renew(void *p, size_t len, const char *name)
@@ -69,33 +95,30 @@ void mote__os_release(void *p, size_t len)
         munmap(p, len);
 }
 
-static int os_guard_cached; /* 0 unknown, else enum mote__os_guard_mode */
+static int os_guard_probe; /* atomic: 0 unknown, 1 works, 2 does not */
 
-enum mote__os_guard_mode mote__os_guard_mode(void)
+bool mote__os_guard_madvise_works(void)
 {
-    int m = __atomic_load_n(&os_guard_cached, __ATOMIC_RELAXED);
+    int m = LOAD(&os_guard_probe, RELAXED);
     if (m)
-        return (enum mote__os_guard_mode)m;
+        return m == 1;
     /* Probe on a scratch page so the answer does not depend on a caller. */
-    m = OS_GUARD_MPROTECT;
+    m = 2;
     void *p = mmap(NULL, OS_PAGE, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p != MAP_FAILED) {
         if (madvise(p, OS_PAGE, MADV_GUARD_INSTALL) == 0)
-            m = OS_GUARD_MADVISE;
+            m = 1;
         munmap(p, OS_PAGE);
     }
-    if (getenv("MOTE_FORCE_MPROTECT_GUARD")) /* tests of the fallback */
-        m = OS_GUARD_MPROTECT;
-    __atomic_store_n(&os_guard_cached, m, __ATOMIC_RELAXED);
-    return (enum mote__os_guard_mode)m;
+    STORE(&os_guard_probe, m, RELAXED);
+    return m == 1;
 }
 
-int mote__os_guard(void *p, size_t len)
+int mote__os_guard(void *p, size_t len, bool use_madvise)
 {
-    int r = mote__os_guard_mode() == OS_GUARD_MADVISE
-                ? madvise(p, len, MADV_GUARD_INSTALL)
-                : mprotect(p, len, PROT_NONE);
+    int r = use_madvise ? madvise(p, len, MADV_GUARD_INSTALL)
+                        : mprotect(p, len, PROT_NONE);
     return r == 0 ? 0 : -errno;
 }
 
@@ -112,8 +135,8 @@ static pid_t os_self_pidfd_pid;
 
 static int os_pidfd(void)
 {
-    int fd = __atomic_load_n(&os_self_pidfd, __ATOMIC_ACQUIRE);
-    if (fd >= 0 && __atomic_load_n(&os_self_pidfd_pid, __ATOMIC_RELAXED) != getpid())
+    int fd = LOAD(&os_self_pidfd, ACQUIRE);
+    if (fd >= 0 && LOAD(&os_self_pidfd_pid, RELAXED) != getpid())
         return -1;
     if (fd != -2)
         return fd;
@@ -121,10 +144,9 @@ static int os_pidfd(void)
     int nfd = (int)syscall(SYS_pidfd_open, me, 0);
     if (nfd < 0)
         nfd = -1;
-    __atomic_store_n(&os_self_pidfd_pid, me, __ATOMIC_RELAXED);
+    STORE(&os_self_pidfd_pid, me, RELAXED);
     int expect = -2;
-    if (!__atomic_compare_exchange_n(&os_self_pidfd, &expect, nfd, false,
-                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    if (!CAS_F(&os_self_pidfd, &expect, nfd, ACQ_REL, ACQUIRE)) {
         if (nfd >= 0)
             close(nfd);
         return expect;
@@ -159,109 +181,3 @@ int mote__os_decommit_batch(const struct iovec *ranges, size_t n)
     return 0;
 }
 
-void mote__os_futex_wait(int *word, int val, int64_t timeout_ns)
-{
-    struct timespec ts, *tsp = NULL;
-    if (timeout_ns >= 0) {
-        ts.tv_sec = timeout_ns / 1000000000;
-        ts.tv_nsec = timeout_ns % 1000000000;
-        tsp = &ts;
-    }
-    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, tsp, NULL, 0);
-}
-
-void mote__os_futex_wake(int *word, int n)
-{
-    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
-}
-
-static int64_t os_clock_ns(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-int64_t mote__os_now_ns(void)
-{
-    return os_clock_ns(CLOCK_MONOTONIC);
-}
-
-int64_t mote__os_coarse_ns(void)
-{
-    return os_clock_ns(CLOCK_MONOTONIC_COARSE);
-}
-
-int mote__os_ncpus(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
-/* Reads a small /proc file into buf as a string; false when unreadable. */
-static bool os_read_proc(const char *path, char *buf, size_t len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    ssize_t n = read(fd, buf, len - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = 0;
-    return true;
-}
-
-uint64_t mote__os_rss_bytes(void)
-{
-    char buf[128];
-    if (!os_read_proc("/proc/self/statm", buf, sizeof buf))
-        return 0;
-    char *p = strchr(buf, ' ');
-    return p ? strtoull(p + 1, NULL, 10) * OS_PAGE : 0;
-}
-
-uint64_t mote__os_status_bytes(const char *field)
-{
-    char buf[4096];
-    if (!os_read_proc("/proc/self/status", buf, sizeof buf))
-        return 0;
-    size_t fl = strlen(field);
-    for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-        if (strncmp(l, field, fl) == 0 && l[fl] == ':')
-            return strtoull(l + fl + 1, NULL, 10) * 1024;
-    }
-    return 0;
-}
-
-uint64_t mote__os_rss_in_ranges(const uintptr_t *starts, const uintptr_t *ends,
-                          size_t n)
-{
-    FILE *f = fopen("/proc/self/smaps", "re");
-    if (!f)
-        return 0;
-    char line[512];
-    uint64_t total = 0;
-    bool inside = false;
-    while (fgets(line, sizeof line, f)) {
-        unsigned long lo, hi;
-        if (line[0] >= 'A' && line[0] <= 'Z') {
-            if (inside && strncmp(line, "Rss:", 4) == 0)
-                total += strtoull(line + 4, NULL, 10) * 1024;
-            continue;
-        }
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
-            inside = false;
-            /* Adjacent chunks may merge into one mapping: count any
-             * mapping that overlaps a range (named mappings, see
-             * mote__os_reserve_named, merge only with their own kind). */
-            for (size_t i = 0; i < n; i++)
-                if (lo < ends[i] && hi > starts[i]) {
-                    inside = true;
-                    break;
-                }
-        }
-    }
-    fclose(f);
-    return total;
-}

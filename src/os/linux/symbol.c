@@ -1,11 +1,11 @@
 /*
- * symbol.c - function names from ELF symbol tables (see symbol.h).  The
+ * symbol.c - function names from ELF symbol tables (see os.h).  The
  * dynamic symbol table (dladdr) only holds exported names; the static one
  * (.symtab, kept unless the binary is stripped) has every function.  The
  * file is mapped read-only for the lookup and unmapped after: this runs
  * on the rare path of a diagnostic, never on a hot one.  No state.
  */
-#include "symbol.h"
+#include "os/os.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static _Bool symbol_copy(char *buf, size_t len, const char *s, size_t max)
+static bool symbol_copy(char *buf, size_t len, const char *s, size_t max)
 {
     size_t n = strnlen(s, max);
     if (!n || !len)
@@ -30,7 +30,7 @@ static _Bool symbol_copy(char *buf, size_t len, const char *s, size_t max)
 }
 
 /* Looks off (the address minus the object's load bias) up in .symtab. */
-static _Bool symbol_from_file(const char *path, uintptr_t off, char *buf,
+static bool symbol_from_file(const char *path, uintptr_t off, char *buf,
                               size_t len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -46,7 +46,7 @@ static _Bool symbol_from_file(const char *path, uintptr_t off, char *buf,
     close(fd);
     if (f == MAP_FAILED)
         return 0;
-    _Bool found = 0;
+    bool found = 0;
     const Elf64_Ehdr *eh = (const void *)f;
     if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
         eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_shentsize != sizeof(Elf64_Shdr) ||
@@ -78,7 +78,7 @@ out:
     return found;
 }
 
-_Bool mote__symbol_name(const void *addr, char *buf, size_t len)
+bool mote__os_symbol_name(const void *addr, char *buf, size_t len)
 {
     Dl_info info;
     struct link_map *map = NULL;

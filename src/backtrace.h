@@ -1,0 +1,22 @@
+/*
+ * backtrace.h - backtraces of parked tasks from their saved context, for
+ * the deadlock report, the task dump and stall reports.
+ */
+#ifndef MOTE_BACKTRACE_H
+#define MOTE_BACKTRACE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "task.h"
+
+/* Walks a parked task's frame-pointer chain from its saved context,
+ * staying inside its stack: up to max return addresses into pcs; returns
+ * how many.  Frames of code built without frame pointers end it early. */
+int mote__backtrace(const task *t, uintptr_t *pcs, int max);
+
+/* Prints t's backtrace to f, one "      function" line per frame, leaving
+ * out mote's own frames at the top (they say nothing its state does not). */
+void mote__backtrace_print(FILE *f, const task *t, const char *indent);
+
+#endif /* MOTE_BACKTRACE_H */

@@ -1,0 +1,26 @@
+/*
+ * debug.c - the failure path of internal checks (debug.h).  Malloc-free:
+ * it may run inside the allocator or a signal handler.
+ */
+#include "debug.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "os/os.h"
+
+_Noreturn void mote__assert_fail(const char *expr, const char *file, int line,
+                                 const char *func)
+{
+    char num[16], *p = num + sizeof num;
+    *--p = 0;
+    unsigned v = (unsigned)line;
+    do
+        *--p = (char)('0' + v % 10);
+    while ((v /= 10) && p > num);
+    const char *parts[] = {"mote: internal check failed: ", expr, " (", func, " at ",
+                           file, ":", p, ")\n"};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        mote__os_write_err(parts[i]);
+    abort();
+}

@@ -1,0 +1,65 @@
+/*
+ * memory.c - the runtime's memory policy: when a worker trims its stacks,
+ * MOTE_MEMLIMIT (the process RSS, re-read at most every 10 ms; within 10% of
+ * the limit everything free goes back, past it mote_go fails), and
+ * mote_mem_release, which gives back the heap's free pages and asks every
+ * worker to trim all its parked tasks and its whole stack pool.
+ *
+ * Each worker trims only its own stacks (only it may touch them), so a
+ * release is a request: an epoch every worker compares at its next trim
+ * check, with the sleepers woken to act at once.
+ */
+#include "heap/heap.h"
+#include "os/os.h"
+#include "runtime.h"
+
+#define rt mote__rt
+#define MEMORY_POLL_NS (10 * 1000000)
+
+uint64_t mote__memory_used(bool force)
+{
+    int64_t now = mote__os_now_ns(), last = LOAD(&rt.mem_checked, RELAXED);
+    if (force || now - last > MEMORY_POLL_NS) {
+        if (force || CAS(&rt.mem_checked, &last, now, RELAXED)) {
+            uint64_t used = mote__os_rss_bytes();
+            STORE(&rt.mem_used, used, RELAXED);
+            uint64_t lim = LOAD(&rt.memlimit, RELAXED);
+            int was = LOAD(&rt.pressure, RELAXED);
+            int now_p = lim && used >= lim - lim / 10;
+            STORE(&rt.pressure, now_p, RELAXED);
+            if (now_p && !was)
+                mote_mem_release(); /* once per episode */
+            return used;
+        }
+    }
+    return LOAD(&rt.mem_used, RELAXED);
+}
+
+void mote__memory_trim(worker *w, int64_t now)
+{
+    bool force = false;
+    if (rt.cfg.memlimit) {
+        mote__memory_used(false);
+        force = LOAD(&rt.pressure, RELAXED);
+    }
+    uint32_t epoch = LOAD(&rt.release_epoch, ACQUIRE);
+    if (epoch != w->release_seen) {
+        w->release_seen = epoch;
+        force = true;
+    }
+    if (force || now >= w->trim.next)
+        mote__trim_run(&w->trim, &w->stacks, w->current, now, force);
+}
+
+void mote_mem_release(void)
+{
+    mote__heap_release_all();
+    pthread_rwlock_rdlock(&rt.ext_lock);
+    worker *ws = LOAD(&rt.w, ACQUIRE);
+    if (ws) {
+        FETCH_ADD(&rt.release_epoch, 1, RELEASE);
+        for (int i = 0; i < rt.nworkers; i++)
+            mote__sched_wake(&ws[i]);
+    }
+    pthread_rwlock_unlock(&rt.ext_lock);
+}

@@ -1,0 +1,29 @@
+/*
+ * clock.c - the monotonic clocks mote reads (see os.h).  All go through the
+ * vDSO: no system call, no allocation.
+ */
+#include "os/os.h"
+
+#include <time.h>
+
+static int64_t os_clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t mote__os_now_ns(void)
+{
+    return os_clock_ns(CLOCK_MONOTONIC);
+}
+
+int64_t mote__os_coarse_ns(void)
+{
+    return os_clock_ns(CLOCK_MONOTONIC_COARSE);
+}
+
+uint32_t mote__os_coarse_ms(void)
+{
+    return (uint32_t)(os_clock_ns(CLOCK_MONOTONIC_COARSE) / 1000000);
+}
