@@ -44,7 +44,7 @@ extern "C" {
 #define MOTE_VERSION_MINOR 2
 #define MOTE_VERSION_PATCH 0
 /* 0xMMmmpp: compare with MOTE_VERSION >= 0x000200. */
-#define MOTE_VERSION                                                           \
+#define MOTE_VERSION \
     ((MOTE_VERSION_MAJOR << 16) | (MOTE_VERSION_MINOR << 8) | MOTE_VERSION_PATCH)
 #define MOTE_VERSION_STRING "0.2.0"
 
@@ -77,7 +77,10 @@ typedef struct mote_task_opts {
                           rounded up to a power of two; 0 = the default
                           (MOTE_STACK_SIZE) */
 } mote_task_opts;
-#define MOTE_TASK_OPTS_INIT {.size = sizeof(mote_task_opts)}
+#define MOTE_TASK_OPTS_INIT            \
+    {                                  \
+        .size = sizeof(mote_task_opts) \
+    }
 
 /* Runs main(arg) as the first task of a fresh runtime and returns when main
  * returns.  0; -EINVAL (main NULL, or an invalid MOTE_* variable, reported
@@ -181,7 +184,10 @@ typedef struct mote_wg {
     int64_t count;
     mote_waitq waiters;
 } mote_wg;
-#define MOTE_WG_INIT {0, 0, {0, 0}}
+#define MOTE_WG_INIT   \
+    {                  \
+        0, 0, { 0, 0 } \
+    }
 /* Adds delta to the counter, waking every waiter when it reaches 0: 0;
  * -EINVAL (wg NULL, or the counter would go below 0 or overflow: it is left
  * unchanged). */
@@ -196,7 +202,10 @@ typedef struct mote_mutex {
     uint64_t owner; /* the holder (its task), for diagnostics */
     mote_waitq waiters;
 } mote_mutex;
-#define MOTE_MUTEX_INIT {0, 0, 0, {0, 0}}
+#define MOTE_MUTEX_INIT   \
+    {                     \
+        0, 0, 0, { 0, 0 } \
+    }
 /* 0; -EINVAL (m NULL); -EPERM outside a task.  Not recursive: a task that
  * locks a mutex it holds waits forever (the deadlock report shows it). */
 MOTE_API int mote_mutex_lock(mote_mutex *m);
@@ -209,7 +218,10 @@ typedef struct mote_cond {
     int lock;
     mote_waitq waiters;
 } mote_cond;
-#define MOTE_COND_INIT {0, {0, 0}}
+#define MOTE_COND_INIT \
+    {                  \
+        0, { 0, 0 }    \
+    }
 /* Unlocks m, waits for a signal and locks m again.  0; -EINVAL (NULL);
  * -EPERM (outside a task, or m not locked); timedwait also -ETIMEDOUT
  * (ns <= 0 times out at once) and -ENOMEM (no memory for the timer).  m is

@@ -15,24 +15,24 @@
 
 #define MOTE_MO_(mo) __ATOMIC_##mo
 
-#define LOAD(p, mo) __atomic_load_n((p), MOTE_MO_(mo))
-#define STORE(p, v, mo) __atomic_store_n((p), (v), MOTE_MO_(mo))
-#define XCHG(p, v, mo) __atomic_exchange_n((p), (v), MOTE_MO_(mo))
+#define LOAD(p, mo)         __atomic_load_n((p), MOTE_MO_(mo))
+#define STORE(p, v, mo)     __atomic_store_n((p), (v), MOTE_MO_(mo))
+#define XCHG(p, v, mo)      __atomic_exchange_n((p), (v), MOTE_MO_(mo))
 #define FETCH_ADD(p, v, mo) __atomic_fetch_add((p), (v), MOTE_MO_(mo))
 #define FETCH_SUB(p, v, mo) __atomic_fetch_sub((p), (v), MOTE_MO_(mo))
-#define FETCH_OR(p, v, mo) __atomic_fetch_or((p), (v), MOTE_MO_(mo))
+#define FETCH_OR(p, v, mo)  __atomic_fetch_or((p), (v), MOTE_MO_(mo))
 #define FETCH_AND(p, v, mo) __atomic_fetch_and((p), (v), MOTE_MO_(mo))
-#define FENCE(mo) __atomic_thread_fence(MOTE_MO_(mo))
+#define FENCE(mo)           __atomic_thread_fence(MOTE_MO_(mo))
 
 /* Compare-and-swap: on failure *expected gets the current value, read with
  * relaxed order unless the _F form names one. */
-#define CAS(p, expected, desired, mo)                                          \
+#define CAS(p, expected, desired, mo)                                            \
     __atomic_compare_exchange_n((p), (expected), (desired), false, MOTE_MO_(mo), \
                                 __ATOMIC_RELAXED)
-#define CAS_WEAK(p, expected, desired, mo)                                     \
+#define CAS_WEAK(p, expected, desired, mo)                                      \
     __atomic_compare_exchange_n((p), (expected), (desired), true, MOTE_MO_(mo), \
                                 __ATOMIC_RELAXED)
-#define CAS_F(p, expected, desired, mo, fail_mo)                               \
+#define CAS_F(p, expected, desired, mo, fail_mo)                                 \
     __atomic_compare_exchange_n((p), (expected), (desired), false, MOTE_MO_(mo), \
                                 MOTE_MO_(fail_mo))
 

@@ -24,8 +24,7 @@ mote_chan *mote_chan_make(size_t elem_size, size_t capacity)
 {
     size_t hdr = (sizeof(mote_chan) + 15) & ~(size_t)15;
     size_t ring;
-    if (elem_size > CHAN_MAX_ELEM ||
-        __builtin_mul_overflow(elem_size, capacity, &ring) ||
+    if (elem_size > CHAN_MAX_ELEM || __builtin_mul_overflow(elem_size, capacity, &ring) ||
         ring > SIZE_MAX / 2 - hdr) {
         errno = EINVAL;
         return NULL;
@@ -73,8 +72,8 @@ void mote__chan_destroy(mote_chan *c)
 
 /* With c locked: completes a send that can proceed now and unlocks c,
  * returning 0 or MOTE_ECLOSED; or returns -EAGAIN with c still locked. */
-static inline __attribute__((always_inline)) int
-chan_send_locked(mote_chan *c, const void *elem)
+static inline __attribute__((always_inline)) int chan_send_locked(mote_chan *c,
+                                                                  const void *elem)
 {
     if (c->closed) {
         spin_unlock(&c->lock);
@@ -100,8 +99,8 @@ chan_send_locked(mote_chan *c, const void *elem)
 /* With c locked: completes a receive that can proceed now and unlocks c,
  * returning 0 or MOTE_ECLOSED (elem zeroed); or returns -EAGAIN with c
  * still locked. */
-static inline __attribute__((always_inline)) int
-chan_recv_locked(mote_chan *c, void *elem)
+static inline __attribute__((always_inline)) int chan_recv_locked(mote_chan *c,
+                                                                  void *elem)
 {
     waiter *s = chan_claim(c, &c->sendq);
     if (s) {
@@ -233,10 +232,7 @@ size_t mote_chan_len(const mote_chan *c)
     return LOAD(&c->count, RELAXED);
 }
 
-size_t mote_chan_cap(const mote_chan *c)
-{
-    return chan_valid(c) ? c->cap : 0;
-}
+size_t mote_chan_cap(const mote_chan *c) { return chan_valid(c) ? c->cap : 0; }
 
 /* A waiter that can still be claimed: a task blocked on c right now. */
 static bool chan_has_live(const mote_waitq *q)

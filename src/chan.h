@@ -40,18 +40,18 @@
 #define CHAN_DYING 0x64656164u /* "dead": freed, waiting for its last ref */
 
 struct mote_chan {
-    int lock;            /* spin.h lock: every field below */
-    uint32_t magic;      /* CHAN_MAGIC while valid, to reject stray pointers */
-    uint32_t closed;     /* written under lock (atomically: select peeks) */
-    uint32_t refs;       /* records that may still lock this channel */
+    int lock;        /* spin.h lock: every field below */
+    uint32_t magic;  /* CHAN_MAGIC while valid, to reject stray pointers */
+    uint32_t closed; /* written under lock (atomically: select peeks) */
+    uint32_t refs;   /* records that may still lock this channel */
     size_t elem_size;
-    size_t cap;          /* 0: unbuffered */
-    size_t count;        /* elements in buf (written atomically: select peeks) */
-    size_t recvx;        /* next slot to receive from */
-    size_t sendx;        /* next slot to send into */
-    mote_waitq recvq;    /* blocked receivers */
-    mote_waitq sendq;    /* blocked senders */
-    unsigned char *buf;  /* cap * elem_size bytes (never NULL) */
+    size_t cap;         /* 0: unbuffered */
+    size_t count;       /* elements in buf (written atomically: select peeks) */
+    size_t recvx;       /* next slot to receive from */
+    size_t sendx;       /* next slot to send into */
+    mote_waitq recvq;   /* blocked receivers */
+    mote_waitq sendq;   /* blocked senders */
+    unsigned char *buf; /* cap * elem_size bytes (never NULL) */
 };
 
 static inline bool chan_valid(const mote_chan *c)

@@ -35,8 +35,7 @@ static void deadlock_report(void)
         }
     }
     if (n > LISTED)
-        fprintf(stderr, "  ... and %llu more tasks\n",
-                (unsigned long long)(n - LISTED));
+        fprintf(stderr, "  ... and %llu more tasks\n", (unsigned long long)(n - LISTED));
     fflush(stderr);
 }
 

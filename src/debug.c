@@ -18,8 +18,8 @@ _Noreturn void mote__assert_fail(const char *expr, const char *file, int line,
     do
         *--p = (char)('0' + v % 10);
     while ((v /= 10) && p > num);
-    const char *parts[] = {"mote: internal check failed: ", expr, " (", func, " at ",
-                           file, ":", p, ")\n"};
+    const char *parts[] = {
+        "mote: internal check failed: ", expr, " (", func, " at ", file, ":", p, ")\n"};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         mote__os_write_err(parts[i]);
     abort();

@@ -27,18 +27,12 @@ struct mote_list_node {
 };
 
 #define list_entry(node, type, member) \
-    ((type *)(void *)((char *)(node) - offsetof(type, member)))
+    ((type *)(void *)((char *)(node)-offsetof(type, member)))
 
-static inline bool list_empty(const list *l)
-{
-    return l->head == NULL;
-}
+static inline bool list_empty(const list *l) { return l->head == NULL; }
 
 /* Without the owner's lock: a hint only. */
-static inline bool list_peek_nonempty(list *l)
-{
-    return LOAD(&l->head, RELAXED) != NULL;
-}
+static inline bool list_peek_nonempty(list *l) { return LOAD(&l->head, RELAXED) != NULL; }
 
 static inline void list_push_back(list *l, list_node *n)
 {

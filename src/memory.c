@@ -13,7 +13,7 @@
 #include "os/os.h"
 #include "runtime.h"
 
-#define rt mote__rt
+#define rt             mote__rt
 #define MEMORY_POLL_NS (10 * 1000000)
 
 uint64_t mote__memory_used(bool force)

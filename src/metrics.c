@@ -17,14 +17,54 @@
 
 typedef uint64_t (*metrics_get)(void);
 
-static uint64_t m_live(void) { sched_stats s; mote__sched_stats_read(&s); return s.live; }
-static uint64_t m_runnable(void) { sched_stats s; mote__sched_stats_read(&s); return s.runnable; }
-static uint64_t m_blocked(void) { sched_stats s; mote__sched_stats_read(&s); return s.blocked; }
-static uint64_t m_spawned(void) { sched_stats s; mote__sched_stats_read(&s); return s.spawned; }
-static uint64_t m_workers(void) { sched_stats s; mote__sched_stats_read(&s); return s.workers; }
-static uint64_t m_in_use(void) { sched_stats s; mote__sched_stats_read(&s); return s.stacks_in_use; }
-static uint64_t m_pooled(void) { sched_stats s; mote__sched_stats_read(&s); return s.stacks_pooled; }
-static uint64_t m_trimmed(void) { sched_stats s; mote__sched_stats_read(&s); return s.stacks_trimmed; }
+static uint64_t m_live(void)
+{
+    sched_stats s;
+    mote__sched_stats_read(&s);
+    return s.live;
+}
+static uint64_t m_runnable(void)
+{
+    sched_stats s;
+    mote__sched_stats_read(&s);
+    return s.runnable;
+}
+static uint64_t m_blocked(void)
+{
+    sched_stats s;
+    mote__sched_stats_read(&s);
+    return s.blocked;
+}
+static uint64_t m_spawned(void)
+{
+    sched_stats s;
+    mote__sched_stats_read(&s);
+    return s.spawned;
+}
+static uint64_t m_workers(void)
+{
+    sched_stats s;
+    mote__sched_stats_read(&s);
+    return s.workers;
+}
+static uint64_t m_in_use(void)
+{
+    sched_stats s;
+    mote__sched_stats_read(&s);
+    return s.stacks_in_use;
+}
+static uint64_t m_pooled(void)
+{
+    sched_stats s;
+    mote__sched_stats_read(&s);
+    return s.stacks_pooled;
+}
+static uint64_t m_trimmed(void)
+{
+    sched_stats s;
+    mote__sched_stats_read(&s);
+    return s.stacks_trimmed;
+}
 static uint64_t m_guard(void) { return mote__stack_guard_is_madvise(); }
 static uint64_t m_rss(void) { return mote__os_status_bytes("VmRSS"); }
 static uint64_t m_hwm(void) { return mote__os_status_bytes("VmHWM"); }
@@ -64,8 +104,7 @@ static void metrics_hw_name(int b, char *buf, size_t len)
         snprintf(buf, len, "/stacks/highwater/le-%lluMiB:tasks",
                  (unsigned long long)(kib >> 10));
     else
-        snprintf(buf, len, "/stacks/highwater/le-%lluKiB:tasks",
-                 (unsigned long long)kib);
+        snprintf(buf, len, "/stacks/highwater/le-%lluKiB:tasks", (unsigned long long)kib);
 }
 
 int mote_metric(const char *name, uint64_t *value)
@@ -120,8 +159,7 @@ static void metrics_emit(const char *name, uint64_t v, void *ctx)
 {
     metrics_out *o = ctx;
     if (o->json)
-        fprintf(o->f, "%s\n  \"%s\": %llu", o->n ? "," : "", name,
-                (unsigned long long)v);
+        fprintf(o->f, "%s\n  \"%s\": %llu", o->n ? "," : "", name, (unsigned long long)v);
     else
         fprintf(o->f, "%s %llu\n", name, (unsigned long long)v);
     o->n++;

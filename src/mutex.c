@@ -211,8 +211,8 @@ int mote_mutex_unlock(mote_mutex *m)
             w->result = wake;
             mote__waitq_unlink(w);
         } else { /* the run is ending: take back what we set for t */
-            FETCH_AND(&m->state, wake == MUTEX_WAKE_HANDOFF ? ~MUTEX_LOCKED : ~MUTEX_WOKEN,
-                      RELAXED);
+            FETCH_AND(&m->state,
+                      wake == MUTEX_WAKE_HANDOFF ? ~MUTEX_LOCKED : ~MUTEX_WOKEN, RELAXED);
         }
         spin_unlock(&m->lock);
         if (claimed)

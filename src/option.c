@@ -20,54 +20,78 @@
 #define MAX_WORKERS 1024
 
 const mote__option mote__options[OPT_COUNT] = {
-    [OPT_WORKERS] = {
-        .name = "MOTE_WORKERS", .kind = OPT_KIND_COUNT, .scope = OPT_RUNTIME,
-        .min = 1, .max = MAX_WORKERS, .def = 0,
-        .def_doc = "online CPUs",
-        .doc = "worker threads (1-1024)",
-        .expect = "a whole number of worker threads from 1 to 1024"},
-    [OPT_STACK_SIZE] = {
-        .name = "MOTE_STACK_SIZE", .kind = OPT_KIND_SIZE, .scope = OPT_RUNTIME,
-        .min = STACK_MIN, .max = STACK_MAX, .def = 256 * 1024,
-        .def_doc = "256K",
-        .doc = "default maximum stack per task, 8K-1G, K/M/G suffixes; rounded "
-               "up to a power of two",
-        .expect = "a size from 8K to 1G (suffixes K, M, G)"},
-    [OPT_STACK_TRIM] = {
-        .name = "MOTE_STACK_TRIM", .kind = OPT_KIND_CHOICE, .scope = OPT_RUNTIME,
-        .choices = "off,lazy,eager", .def = 1,
-        .def_doc = "lazy",
-        .doc = "`off`, `lazy` (parked 20 ms), `eager` (at once)",
-        .expect = "off, lazy or eager"},
-    [OPT_STACK_GUARD] = {
-        .name = "MOTE_STACK_GUARD", .kind = OPT_KIND_CHOICE, .scope = OPT_RUNTIME,
-        .choices = "auto,mprotect", .def = 0,
-        .def_doc = "auto",
-        .doc = "how guard pages are made: `auto` (MADV_GUARD_INSTALL where the "
-               "kernel has it, else mprotect) or `mprotect` (one mapping per "
-               "stack: vm.max_map_count then caps live tasks)",
-        .expect = "auto or mprotect"},
-    [OPT_MEMLIMIT] = {
-        .name = "MOTE_MEMLIMIT", .kind = OPT_KIND_SIZE, .scope = OPT_HEAP,
-        .off_ok = true, .min = 1, .max = UINT64_MAX, .def = OPT_OFF,
-        .def_doc = "off",
-        .doc = "memory limit for stacks and heap: near it everything free is "
-               "returned, past it `mote_go` and malloc fail with ENOMEM; `off` "
-               "for none",
-        .expect = "a size in bytes above 0 (suffixes K, M, G, T), or off"},
-    [OPT_MALLOC_DECAY_MS] = {
-        .name = "MOTE_MALLOC_DECAY_MS", .kind = OPT_KIND_MS, .scope = OPT_HEAP,
-        .min = 0, .max = 3600000, .def = 500,
-        .def_doc = "500",
-        .doc = "how long freed heap pages stay before the scavenger returns "
-               "them (ms)",
-        .expect = "milliseconds, a whole number from 0 to 3600000"},
-    [OPT_MALLOC_STATS] = {
-        .name = "MOTE_MALLOC_STATS", .kind = OPT_KIND_CHOICE, .scope = OPT_HEAP,
-        .choices = "0,1,json,text", .def = 0,
-        .def_doc = "0",
-        .doc = "`1` (or `text`) or `json`: print allocator statistics at exit",
-        .expect = "0, 1, text or json"},
+    [OPT_WORKERS] = {.name = "MOTE_WORKERS",
+                     .kind = OPT_KIND_COUNT,
+                     .scope = OPT_RUNTIME,
+                     .min = 1,
+                     .max = MAX_WORKERS,
+                     .def = 0,
+                     .def_doc = "online CPUs",
+                     .doc = "worker threads (1-1024)",
+                     .expect = "a whole number of worker threads from 1 to 1024"},
+    [OPT_STACK_SIZE] =
+        {.name = "MOTE_STACK_SIZE",
+         .kind = OPT_KIND_SIZE,
+         .scope = OPT_RUNTIME,
+         .min = STACK_MIN,
+         .max = STACK_MAX,
+         .def = 256 * 1024,
+         .def_doc = "256K",
+         .doc = "default maximum stack per task, 8K-1G, K/M/G suffixes; rounded "
+                "up to a power of two",
+         .expect = "a size from 8K to 1G (suffixes K, M, G)"},
+    [OPT_STACK_TRIM] = {.name = "MOTE_STACK_TRIM",
+                        .kind = OPT_KIND_CHOICE,
+                        .scope = OPT_RUNTIME,
+                        .choices = "off,lazy,eager",
+                        .def = 1,
+                        .def_doc = "lazy",
+                        .doc = "`off`, `lazy` (parked 20 ms), `eager` (at once)",
+                        .expect = "off, lazy or eager"},
+    [OPT_STACK_GUARD] =
+        {.name = "MOTE_STACK_GUARD",
+         .kind = OPT_KIND_CHOICE,
+         .scope = OPT_RUNTIME,
+         .choices = "auto,mprotect",
+         .def = 0,
+         .def_doc = "auto",
+         .doc = "how guard pages are made: `auto` (MADV_GUARD_INSTALL where the "
+                "kernel has it, else mprotect) or `mprotect` (one mapping per "
+                "stack: vm.max_map_count then caps live tasks)",
+         .expect = "auto or mprotect"},
+    [OPT_MEMLIMIT] =
+        {.name = "MOTE_MEMLIMIT",
+         .kind = OPT_KIND_SIZE,
+         .scope = OPT_HEAP,
+         .off_ok = true,
+         .min = 1,
+         .max = UINT64_MAX,
+         .def = OPT_OFF,
+         .def_doc = "off",
+         .doc = "memory limit for stacks and heap: near it everything free is "
+                "returned, past it `mote_go` and malloc fail with ENOMEM; `off` "
+                "for none",
+         .expect = "a size in bytes above 0 (suffixes K, M, G, T), or off"},
+    [OPT_MALLOC_DECAY_MS] =
+        {.name = "MOTE_MALLOC_DECAY_MS",
+         .kind = OPT_KIND_MS,
+         .scope = OPT_HEAP,
+         .min = 0,
+         .max = 3600000,
+         .def = 500,
+         .def_doc = "500",
+         .doc = "how long freed heap pages stay before the scavenger returns "
+                "them (ms)",
+         .expect = "milliseconds, a whole number from 0 to 3600000"},
+    [OPT_MALLOC_STATS] =
+        {.name = "MOTE_MALLOC_STATS",
+         .kind = OPT_KIND_CHOICE,
+         .scope = OPT_HEAP,
+         .choices = "0,1,json,text",
+         .def = 0,
+         .def_doc = "0",
+         .doc = "`1` (or `text`) or `json`: print allocator statistics at exit",
+         .expect = "0, 1, text or json"},
 };
 
 static uint64_t option_reported; /* bit per option, atomic */
@@ -109,10 +133,26 @@ int mote__parse_size(const char *s, uint64_t *out)
         return r;
     unsigned shift = 0;
     switch (*s) {
-    case 'k': case 'K': shift = 10; s++; break;
-    case 'm': case 'M': shift = 20; s++; break;
-    case 'g': case 'G': shift = 30; s++; break;
-    case 't': case 'T': shift = 40; s++; break;
+    case 'k':
+    case 'K':
+        shift = 10;
+        s++;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        s++;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        s++;
+        break;
+    case 't':
+    case 'T':
+        shift = 40;
+        s++;
+        break;
     default: break;
     }
     if (shift && (*s == 'i' || *s == 'I'))
@@ -132,8 +172,11 @@ int mote__parse_duration(const char *s, uint64_t *out_ns)
     static const struct {
         const char *unit;
         uint64_t ns;
-    } units[] = {{"ns", 1}, {"us", 1000}, {"ms", 1000000},
-                 {"s", 1000000000}, {"m", 60000000000ull}};
+    } units[] = {{"ns", 1},
+                 {"us", 1000},
+                 {"ms", 1000000},
+                 {"s", 1000000000},
+                 {"m", 60000000000ull}};
     uint64_t v;
     int r = parse_digits(&s, &v);
     if (r)

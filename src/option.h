@@ -43,16 +43,16 @@ enum mote__opt_kind {
 enum mote__opt_scope { OPT_RUNTIME, OPT_HEAP };
 
 typedef struct mote__option {
-    const char *name;     /* "MOTE_WORKERS" */
-    uint8_t kind;         /* enum mote__opt_kind */
-    uint8_t scope;        /* enum mote__opt_scope */
-    bool off_ok;          /* "off" is accepted, as OPT_OFF */
-    uint64_t min, max;    /* inclusive range of numeric kinds */
-    const char *choices;  /* OPT_KIND_CHOICE: "off,lazy,eager" */
-    uint64_t def;         /* default value; see mote__option_read */
-    const char *def_doc;  /* the default as the README states it */
-    const char *doc;      /* what it sets, as the README states it */
-    const char *expect;   /* what a valid value looks like, for errors */
+    const char *name;    /* "MOTE_WORKERS" */
+    uint8_t kind;        /* enum mote__opt_kind */
+    uint8_t scope;       /* enum mote__opt_scope */
+    bool off_ok;         /* "off" is accepted, as OPT_OFF */
+    uint64_t min, max;   /* inclusive range of numeric kinds */
+    const char *choices; /* OPT_KIND_CHOICE: "off,lazy,eager" */
+    uint64_t def;        /* default value; see mote__option_read */
+    const char *def_doc; /* the default as the README states it */
+    const char *doc;     /* what it sets, as the README states it */
+    const char *expect;  /* what a valid value looks like, for errors */
 } mote__option;
 
 extern const mote__option mote__options[OPT_COUNT];

@@ -107,10 +107,7 @@ static void overflow_do_install(void)
     mote__os_signal_install(SIGSEGV, overflow_handler, &overflow_prev);
 }
 
-void mote__overflow_install(void)
-{
-    pthread_once(&overflow_once, overflow_do_install);
-}
+void mote__overflow_install(void) { pthread_once(&overflow_once, overflow_do_install); }
 
 void mote__overflow_thread_init(void)
 {

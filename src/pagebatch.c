@@ -8,8 +8,7 @@
 #include "atomic.h"
 #include "os/os.h"
 
-size_t mote__pagebatch_resident(pagebatch *b, uintptr_t lo, uintptr_t hi,
-                                uintptr_t *low)
+size_t mote__pagebatch_resident(pagebatch *b, uintptr_t lo, uintptr_t hi, uintptr_t *low)
 {
     size_t count = 0;
     *low = hi;

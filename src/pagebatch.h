@@ -17,19 +17,18 @@
 #include <sys/uio.h>
 
 #define PAGEBATCH_RANGES 256
-#define PAGEBATCH_VEC (16 * 1024) /* mincore answers: 64 MiB of stack */
+#define PAGEBATCH_VEC    (16 * 1024) /* mincore answers: 64 MiB of stack */
 
 typedef struct pagebatch {
     size_t n;
-    uint64_t released;              /* bytes given back (single writer) */
+    uint64_t released; /* bytes given back (single writer) */
     struct iovec ranges[PAGEBATCH_RANGES];
     unsigned char vec[PAGEBATCH_VEC];
 } pagebatch;
 
 /* Lowest resident page in [lo, hi) and how many are resident; *low = hi
  * when none. */
-size_t mote__pagebatch_resident(pagebatch *b, uintptr_t lo, uintptr_t hi,
-                                uintptr_t *low);
+size_t mote__pagebatch_resident(pagebatch *b, uintptr_t lo, uintptr_t hi, uintptr_t *low);
 /* Queues [lo, hi), which holds pages resident pages, to be given back
  * (nothing when pages is 0). */
 void mote__pagebatch_add(pagebatch *b, uintptr_t lo, uintptr_t hi, size_t pages);

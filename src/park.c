@@ -90,10 +90,7 @@ int mote__park_until(int64_t deadline)
     return t->wake_result;
 }
 
-int mote__park(void)
-{
-    return mote__park_until(-1);
-}
+int mote__park(void) { return mote__park_until(-1); }
 
 int64_t mote__park_deadline(int64_t ns)
 {

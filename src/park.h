@@ -40,10 +40,7 @@ typedef struct task task;
 /* The running task on this thread, or NULL on a plain thread (including a
  * worker's own scheduler context).  Inline: every blocking call asks. */
 extern __thread task *mote__current_task __attribute__((tls_model("initial-exec")));
-static inline task *mote__self(void)
-{
-    return mote__current_task;
-}
+static inline task *mote__self(void) { return mote__current_task; }
 
 /* Marks the current task as about to wait; why is a static string shown in
  * deadlock reports and task dumps ("chan receive", "mutex lock", ...), obj

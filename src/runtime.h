@@ -43,27 +43,27 @@
 typedef struct worker {
     int index;
     pthread_t thread;
-    arch_ctx sched_ctx;          /* the worker's own context */
+    arch_ctx sched_ctx; /* the worker's own context */
     task *current;
     task *rq_head, *rq_tail;
-    task *inbox;                 /* atomic */
+    task *inbox; /* atomic */
     int fresh_lock;
     task *fresh_head, *fresh_tail;
-    uint32_t fresh_n;            /* atomic, for thieves to peek */
-    int sleeping;                /* futex word */
+    uint32_t fresh_n; /* atomic, for thieves to peek */
+    int sleeping;     /* futex word */
     timer_heap timers;
     stack_cache stacks;
-    task *dead;                  /* exited; released after the next switch */
-    int64_t starved_since;       /* no stack could be mapped: back off */
-    uint32_t release_seen;       /* the release_epoch this worker acted on */
-    list all;                    /* started tasks, for dumps and teardown */
+    task *dead;            /* exited; released after the next switch */
+    int64_t starved_since; /* no stack could be mapped: back off */
+    uint32_t release_seen; /* the release_epoch this worker acted on */
+    list all;              /* started tasks, for dumps and teardown */
     uint64_t id_next, id_end;
     uint32_t tick;
     uint64_t rng;
     /* single-writer statistics (COUNT) */
     uint64_t n_spawned, n_exited, n_started;
     int64_t n_blocked;
-    sanfiber_ctx san;            /* the scheduler context's sanitizer state */
+    sanfiber_ctx san; /* the scheduler context's sanitizer state */
     trim_state trim;
 } __attribute__((aligned(64))) worker;
 
@@ -71,27 +71,27 @@ typedef struct worker {
 typedef struct run_config {
     int workers;
     size_t stack_size;
-    int trim;           /* enum trim_mode */
+    int trim; /* enum trim_mode */
     bool guard_mprotect;
-    uint64_t memlimit;  /* bytes; 0 none */
+    uint64_t memlimit; /* bytes; 0 none */
 } run_config;
 
 typedef struct runtime {
-    int state;                 /* atomic: 0 idle, 1 starting or running */
-    int shutdown;              /* atomic: workers stop at their next pick */
-    int teardown;              /* atomic: plain-thread claims now fail */
-    int plain_claims;          /* atomic: plain-thread claims not yet readied */
+    int state;        /* atomic: 0 idle, 1 starting or running */
+    int shutdown;     /* atomic: workers stop at their next pick */
+    int teardown;     /* atomic: plain-thread claims now fail */
+    int plain_claims; /* atomic: plain-thread claims not yet readied */
     int result;
     int nworkers;
     int default_cls;
-    worker *w;                 /* atomic pointer */
+    worker *w; /* atomic pointer */
     run_config cfg;
-    uint64_t memlimit;         /* atomic copy for plain threads */
-    uint64_t next_id;          /* atomic */
-    uint64_t ext_spawned;      /* atomic */
-    uint32_t ext_rr;           /* atomic */
-    int external_seen;         /* atomic */
-    int nsleeping, nspinning;  /* atomic */
+    uint64_t memlimit;        /* atomic copy for plain threads */
+    uint64_t next_id;         /* atomic */
+    uint64_t ext_spawned;     /* atomic */
+    uint32_t ext_rr;          /* atomic */
+    int external_seen;        /* atomic */
+    int nsleeping, nspinning; /* atomic */
     pthread_mutex_t idle_lock;
     int nidle_notimer;
     pthread_rwlock_t ext_lock; /* plain threads vs teardown */

@@ -75,10 +75,7 @@ static inline void sanfiber_thread_init(sanfiber_ctx *c)
 #endif
 }
 
-static inline void sanfiber_thread_fini(sanfiber_ctx *c)
-{
-    (void)c;
-}
+static inline void sanfiber_thread_fini(sanfiber_ctx *c) { (void)c; }
 
 static inline void sanfiber_create(sanfiber_ctx *c, void *lo, size_t size)
 {
@@ -113,8 +110,8 @@ static inline void sanfiber_enter(sanfiber_ctx *from, int dying, sanfiber_ctx *t
 {
     (void)from, (void)dying, (void)to;
 #ifdef SANFIBER_ASAN
-    __sanitizer_start_switch_fiber(dying ? NULL : &from->fake_stack,
-                                   to->stack_lo, to->stack_size);
+    __sanitizer_start_switch_fiber(dying ? NULL : &from->fake_stack, to->stack_lo,
+                                   to->stack_size);
 #endif
 #ifdef SANFIBER_TSAN
     __tsan_switch_to_fiber(to->fiber, 0);

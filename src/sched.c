@@ -31,9 +31,9 @@
  * enough to catch a wake-up that is already on its way (a futex round trip
  * costs ~5 us here), short enough to waste little.  PAUSE costs ~25 ns on
  * this machine's CPUs, so the count of them is what sets the time. */
-#define SCHED_SPIN_ROUNDS 100
-#define SCHED_SPIN_PAUSES 8
-#define SCHED_ID_BLOCK 1024
+#define SCHED_SPIN_ROUNDS     100
+#define SCHED_SPIN_PAUSES     8
+#define SCHED_ID_BLOCK        1024
 #define SCHED_STARVED_BACKOFF 1000000 /* ns between retries to map a stack */
 
 runtime mote__rt = {.idle_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -149,8 +149,9 @@ static bool sched_adopt(worker *w, task *t)
     int r = mote__stack_acquire(stack_cls(&t->stack), &w->stacks, &t->stack);
     if (__builtin_expect(r != 0, 0)) {
         if (!w->starved_since)
-            fprintf(stderr, "mote: no memory for the stack of a new task (%s); "
-                            "it will start when stacks are freed\n",
+            fprintf(stderr,
+                    "mote: no memory for the stack of a new task (%s); "
+                    "it will start when stacks are freed\n",
                     mote_strerror(r));
         w->starved_since = mote__os_now_ns();
         fresh_push(w, t);
@@ -526,8 +527,8 @@ int mote_run(mote_fn main_fn, void *arg)
     int started = 1;
     for (; started < n; started++) {
         if (pthread_create(&ws[started].thread, NULL, sched_thread, &ws[started])) {
-            fprintf(stderr, "mote: cannot start worker thread %d of %d\n",
-                    started + 1, n);
+            fprintf(stderr, "mote: cannot start worker thread %d of %d\n", started + 1,
+                    n);
             rt.result = -EAGAIN;
             STORE(&rt.shutdown, 1, SEQ_CST);
             break;

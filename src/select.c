@@ -37,7 +37,7 @@
 #include "task.h"
 
 #define SELECT_MAX_CASES 65536
-#define SELECT_INLINE 8
+#define SELECT_INLINE    8
 
 /* Per-thread PRNG (splitmix64): fast, and state per thread needs no
  * synchronisation.  Quality is ample for picking a case. */
@@ -116,8 +116,7 @@ static void select_sort(const mote_case *cases, uint32_t *idx, uint32_t n)
     }
 }
 
-static void select_lock(const mote_case *cases, const uint32_t *lockorder,
-                        uint32_t n)
+static void select_lock(const mote_case *cases, const uint32_t *lockorder, uint32_t n)
 {
     mote_chan *prev = NULL;
     for (uint32_t k = 0; k < n; k++) {
@@ -128,8 +127,7 @@ static void select_lock(const mote_case *cases, const uint32_t *lockorder,
     }
 }
 
-static void select_unlock(const mote_case *cases, const uint32_t *lockorder,
-                          uint32_t n)
+static void select_unlock(const mote_case *cases, const uint32_t *lockorder, uint32_t n)
 {
     mote_chan *prev = NULL;
     for (uint32_t k = n; k-- > 0;) {
@@ -213,8 +211,7 @@ int mote_select(mote_case *cases, size_t n, int64_t timeout_ns)
             continue;
         if (!chan_valid(c))
             return -EINVAL;
-        if (cases[i].op == MOTE_SEND && cases[i].elem == NULL &&
-            c->elem_size != 0)
+        if (cases[i].op == MOTE_SEND && cases[i].elem == NULL && c->elem_size != 0)
             return -EINVAL;
         live++;
     }
@@ -343,7 +340,8 @@ int mote_select(mote_case *cases, size_t n, int64_t timeout_ns)
         for (uint32_t k = 0; k < live; k++) {
             /* A record that drops the last hold on a freed channel marks
              * itself (wake_next is unused now) to destroy it after unlock. */
-            rec[k].wake_next = chan_forget(cases[rec[k].idx].chan, &rec[k]) ? &rec[k] : NULL;
+            rec[k].wake_next =
+                chan_forget(cases[rec[k].idx].chan, &rec[k]) ? &rec[k] : NULL;
         }
         select_unlock(cases, lockorder, live);
         for (uint32_t k = 0; k < live; k++)

@@ -39,9 +39,6 @@ static inline void spin_lock(int *l)
     }
 }
 
-static inline void spin_unlock(int *l)
-{
-    __atomic_store_n(l, 0, __ATOMIC_RELEASE);
-}
+static inline void spin_unlock(int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
 
 #endif /* MOTE_SPIN_H */

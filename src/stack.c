@@ -38,8 +38,8 @@ typedef struct stack_chunk {
     uintptr_t base, end;
     size_t slot_size; /* guard + usable */
     /* Under the owning class's lock (never read by the overflow handler): */
-    int64_t out;      /* slots handed out and not cold since */
-    bool dirty;       /* a slot was handed out since the chunk was renewed */
+    int64_t out; /* slots handed out and not cold since */
+    bool dirty;  /* a slot was handed out since the chunk was renewed */
 } stack_chunk;
 
 typedef struct stack_class {
@@ -47,7 +47,7 @@ typedef struct stack_class {
     uintptr_t free_head; /* slot tops linked through the slot */
     uint64_t free_count;
     uintptr_t bump, bump_end; /* unused slots of the newest chunk */
-    uintptr_t *cold;     /* decommitted slots: no resident page at all */
+    uintptr_t *cold;          /* decommitted slots: no resident page at all */
     uint64_t ncold, capcold;
     stack_chunk *last;   /* chunk of the last lookup */
     bool cold_unguarded; /* chunks were renewed: cold slots need guards */
@@ -66,10 +66,7 @@ void mote__stack_configure(bool force_mprotect)
     stack_guard_madvise = !force_mprotect && mote__os_guard_madvise_works();
 }
 
-bool mote__stack_guard_is_madvise(void)
-{
-    return stack_guard_madvise;
-}
+bool mote__stack_guard_is_madvise(void) { return stack_guard_madvise; }
 
 int mote__stack_class_of(size_t size)
 {
@@ -81,10 +78,7 @@ int mote__stack_class_of(size_t size)
     return c;
 }
 
-static size_t stack_slot_bytes(int cls)
-{
-    return stack_class_size(cls) + STACK_GUARD;
-}
+static size_t stack_slot_bytes(int cls) { return stack_class_size(cls) + STACK_GUARD; }
 
 /* The chunk holding addr, a slot address of class k; class lock held. */
 static stack_chunk *stack_chunk_of(stack_class *k, uintptr_t addr)
@@ -187,7 +181,8 @@ static bool stack_take_cold(int cls, uintptr_t *top)
     spin_unlock(&k->lock);
     /* After a renewal the slot may have lost its guard; installing one
      * again over an existing guard is harmless. */
-    if (guard && mote__os_guard((void *)(*top - stack_slot_bytes(cls)), STACK_GUARD, stack_guard_madvise)) {
+    if (guard && mote__os_guard((void *)(*top - stack_slot_bytes(cls)), STACK_GUARD,
+                                stack_guard_madvise)) {
         stack_make_cold(cls, top, 1);
         return false;
     }
@@ -299,8 +294,7 @@ static void stack_spill(int cls, stack_cache *cache, unsigned keep)
     spin_unlock(&k->lock);
 }
 
-static size_t stack_cache_take_lru(stack_cache *cache, int cls, size_t n,
-                            uintptr_t *tops)
+static size_t stack_cache_take_lru(stack_cache *cache, int cls, size_t n, uintptr_t *tops)
 {
     uint32_t count = cache->count[cls];
     if (n > count)
@@ -431,7 +425,7 @@ void mote__stack_reset(void)
     STORE(&stack_nchunks, 0, RELEASE);
     for (uint32_t i = 0; i < n; i++)
         mote__os_release((void *)stack_chunks[i].base,
-                   stack_chunks[i].end - stack_chunks[i].base);
+                         stack_chunks[i].end - stack_chunks[i].base);
     for (int c = 0; c < STACK_NCLASS; c++)
         mote_free(stack_classes[c].cold);
     memset(stack_classes, 0, sizeof stack_classes);

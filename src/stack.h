@@ -18,13 +18,13 @@
 
 struct pagebatch;
 
-#define STACK_GUARD (16u * 1024)
+#define STACK_GUARD        (16u * 1024)
 #define STACK_TOP_RESERVED 32u
-#define STACK_MIN (8u * 1024)
-#define STACK_MAX ((size_t)1 << 30)
-#define STACK_NCLASS 18 /* 8 KiB << 0 .. 1 GiB */
-#define STACK_CACHE_MAX 128
-#define STACK_CARVE_RUN 32 /* fresh slots a worker takes from a chunk at once */
+#define STACK_MIN          (8u * 1024)
+#define STACK_MAX          ((size_t)1 << 30)
+#define STACK_NCLASS       18 /* 8 KiB << 0 .. 1 GiB */
+#define STACK_CACHE_MAX    128
+#define STACK_CARVE_RUN    32 /* fresh slots a worker takes from a chunk at once */
 
 /* A slot is named by its top (one past its highest byte, page aligned)
  * with its class in the low bits: 8 bytes in every task descriptor. */
@@ -37,8 +37,8 @@ typedef struct stack_slot {
 typedef struct stack_cache {
     uintptr_t head[STACK_NCLASS]; /* slot tops, linked through the slot */
     uint32_t count[STACK_NCLASS];
-    uint32_t low[STACK_NCLASS];   /* fewest held since the last decay */
-    int64_t in_use;               /* slots this worker handed out, net */
+    uint32_t low[STACK_NCLASS]; /* fewest held since the last decay */
+    int64_t in_use;             /* slots this worker handed out, net */
     uintptr_t carve[STACK_NCLASS], carve_end[STACK_NCLASS]; /* fresh slots */
 } stack_cache;
 
@@ -50,20 +50,14 @@ bool mote__stack_guard_is_madvise(void);
 /* The class for a requested size, or -EINVAL when out of range. */
 int mote__stack_class_of(size_t size);
 
-static inline size_t stack_class_size(int cls)
-{
-    return (size_t)STACK_MIN << cls;
-}
+static inline size_t stack_class_size(int cls) { return (size_t)STACK_MIN << cls; }
 
 static inline uintptr_t stack_top(const stack_slot *s)
 {
     return s->word & ~(uintptr_t)0xfff;
 }
 
-static inline int stack_cls(const stack_slot *s)
-{
-    return (int)(s->word & 0xfff);
-}
+static inline int stack_cls(const stack_slot *s) { return (int)(s->word & 0xfff); }
 
 /* Lowest usable byte, just above the guard. */
 static inline uintptr_t stack_lo(const stack_slot *s)
@@ -72,10 +66,7 @@ static inline uintptr_t stack_lo(const stack_slot *s)
 }
 
 /* A slot of class cls not yet placed (a task that has not run). */
-static inline stack_slot stack_unplaced(int cls)
-{
-    return (stack_slot){(uintptr_t)cls};
-}
+static inline stack_slot stack_unplaced(int cls) { return (stack_slot){(uintptr_t)cls}; }
 
 /* Takes a slot of class cls, from cache first.  0 or -ENOMEM. */
 int mote__stack_acquire(int cls, stack_cache *cache, stack_slot *out);
@@ -95,17 +86,14 @@ static inline void stack_set_owner(const stack_slot *s, void *owner)
 bool mote__stack_guard_hit(uintptr_t addr, void **owner, size_t *size);
 
 /* The slot after top in a cache's list (0 at the end). */
-static inline uintptr_t stack_next(uintptr_t top)
-{
-    return ((uintptr_t *)top)[-2];
-}
+static inline uintptr_t stack_next(uintptr_t top) { return ((uintptr_t *)top)[-2]; }
 
 /* Pool decay, every decay period and on memory pressure: slots that sat
  * unused for a whole period (or all, when all) are decommitted and go cold
  * (still reserved, reused before new slots are carved); the rest keep only
  * their top keep_depth bytes resident.  Owner worker only. */
-void mote__stack_pool_decay(stack_cache *cache, struct pagebatch *b,
-                            uint64_t keep_depth, bool all);
+void mote__stack_pool_decay(stack_cache *cache, struct pagebatch *b, uint64_t keep_depth,
+                            bool all);
 /* Slots held by cache, all classes. */
 uint64_t mote__stack_cache_count(const stack_cache *cache);
 /* Slots pooled: free in caches (summed by the caller), class lists, cold. */

@@ -36,10 +36,7 @@ void mote__task_destroy(task *t, stack_cache *cache)
     mote_free(t);
 }
 
-uint64_t mote__task_id(const task *t)
-{
-    return t->id;
-}
+uint64_t mote__task_id(const task *t) { return t->id; }
 
 const char *mote__task_display_name(const task *t, char *buf, size_t len)
 {

@@ -36,29 +36,29 @@ struct waiter;
 
 struct task { /* ordered to pack: 160 bytes in a plain build */
     arch_ctx ctx;
-    task *next;             /* run queue, fresh queue or inbox link */
-    struct worker *worker;  /* owner, from the first run on */
-    int wait_state;         /* enum task_wait, atomic */
+    task *next;            /* run queue, fresh queue or inbox link */
+    struct worker *worker; /* owner, from the first run on */
+    int wait_state;        /* enum task_wait, atomic */
     int wake_result;
     const char *wait_why;
     const void *wait_obj;
-    struct waiter *waits;   /* records of the current wait (waitq.h) */
-    int64_t deadline;       /* timer, when timer_idx != TIMER_NONE */
+    struct waiter *waits; /* records of the current wait (waitq.h) */
+    int64_t deadline;     /* timer, when timer_idx != TIMER_NONE */
     uint64_t id;
     mote_fn fn;
     void *arg;
     const char *name;
     stack_slot stack;
-    list_node all_link;     /* the worker's list of started tasks */
-    list_node trim_link;    /* the worker's trim candidates */
-    int64_t parked_at;      /* coarse clock at the last park */
+    list_node all_link;  /* the worker's list of started tasks */
+    list_node trim_link; /* the worker's trim candidates */
+    int64_t parked_at;   /* coarse clock at the last park */
     uint32_t timer_idx;
     bool started;
-    bool is_main;           /* its return ends the run */
+    bool is_main; /* its return ends the run */
     bool trim_queued;
-    bool hw_sample;         /* started on a trimmed stack: measure it */
-    int8_t hw_bucket;       /* last measured high water, -1 unknown */
-    sanfiber_ctx san;       /* sanitizer and valgrind stack state */
+    bool hw_sample;   /* started on a trimmed stack: measure it */
+    int8_t hw_bucket; /* last measured high water, -1 unknown */
+    sanfiber_ctx san; /* sanitizer and valgrind stack state */
 };
 
 /* Allocates a task that will run on a stack of class cls.  0 or -ENOMEM. */

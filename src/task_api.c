@@ -24,8 +24,8 @@ static int task_opts(const mote_task_opts *opts, const char **name, int *cls)
     *cls = -1;
     if (!opts)
         return 0;
-    if (opts->size != 0 && opts->size < offsetof(mote_task_opts, stack_size) +
-                                            sizeof opts->stack_size)
+    if (opts->size != 0 &&
+        opts->size < offsetof(mote_task_opts, stack_size) + sizeof opts->stack_size)
         return -EINVAL;
     *name = opts->name;
     if (opts->stack_size) {
@@ -94,10 +94,7 @@ int mote_go_ex(mote_fn fn, void *arg, const mote_task_opts *opts)
     return r;
 }
 
-int mote_go(mote_fn fn, void *arg)
-{
-    return mote_go_ex(fn, arg, NULL);
-}
+int mote_go(mote_fn fn, void *arg) { return mote_go_ex(fn, arg, NULL); }
 
 uint64_t mote_id(void)
 {
@@ -126,10 +123,7 @@ void mote_yield(void)
         mote__sched_switch(w, t, next);
 }
 
-int64_t mote_now(void)
-{
-    return mote__os_now_ns();
-}
+int64_t mote_now(void) { return mote__os_now_ns(); }
 
 int mote_sleep(int64_t ns)
 {
@@ -144,7 +138,4 @@ int mote_sleep(int64_t ns)
     return r == -ENOMEM ? r : 0;
 }
 
-const char *mote_version(void)
-{
-    return MOTE_VERSION_STRING;
-}
+const char *mote_version(void) { return MOTE_VERSION_STRING; }

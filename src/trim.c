@@ -18,9 +18,9 @@
 #include "os/os.h"
 #include "task.h"
 
-#define TRIM_LAZY_DELAY (20 * 1000000LL)     /* ns parked before a trim */
+#define TRIM_LAZY_DELAY   (20 * 1000000LL)   /* ns parked before a trim */
 #define TRIM_DECAY_PERIOD (1000 * 1000000LL) /* pool decay */
-#define TRIM_SCAN_MAX 4096 /* candidates looked at per call */
+#define TRIM_SCAN_MAX     4096               /* candidates looked at per call */
 #define TRIM_SAMPLE_EVERY 256
 
 static uint64_t trim_global_trimmed; /* atomic: from runs that ended */
@@ -159,7 +159,8 @@ void mote__trim_on_exit(trim_state *s, task *t)
         s->next = s->next_decay; /* its stack joins the pool: decay it */
     if (t->hw_sample) {
         uintptr_t low;
-        mote__pagebatch_resident(&s->pages, stack_lo(&t->stack), stack_top(&t->stack), &low);
+        mote__pagebatch_resident(&s->pages, stack_lo(&t->stack), stack_top(&t->stack),
+                                 &low);
         uint64_t depth = stack_top(&t->stack) - low;
         /* The pool keeps what recent tasks needed: a max that decays by
          * 1/8 per sample, so one deep task does not pin memory for long. */
@@ -240,7 +241,4 @@ void mote__trim_fini(trim_state *s)
     s->n = 0;
 }
 
-uint64_t mote__trim_total_trimmed(void)
-{
-    return LOAD(&trim_global_trimmed, RELAXED);
-}
+uint64_t mote__trim_total_trimmed(void) { return LOAD(&trim_global_trimmed, RELAXED); }

@@ -30,19 +30,19 @@
 typedef struct task task;
 
 #define TRIM_NBUCKET 19 /* high water <= 4 KiB << i, i = 0..18 (1 GiB) */
-#define TRIM_BATCH 256
+#define TRIM_BATCH   256
 
 enum trim_mode { TRIM_OFF = 0, TRIM_LAZY = 1, TRIM_EAGER = 2 };
 
 typedef struct trim_state {
-    list parked;            /* candidates (task.trim_link), oldest first */
+    list parked; /* candidates (task.trim_link), oldest first */
     uint32_t n;
-    int64_t delay;          /* ns a task stays parked before a trim; <0 off */
-    int64_t clock;          /* coarse now, refreshed at scheduling checks */
-    int64_t next;           /* when mote__trim_run next has work; INT64_MAX none */
-    int64_t next_decay;     /* next pool decay */
+    int64_t delay;      /* ns a task stays parked before a trim; <0 off */
+    int64_t clock;      /* coarse now, refreshed at scheduling checks */
+    int64_t next;       /* when mote__trim_run next has work; INT64_MAX none */
+    int64_t next_decay; /* next pool decay */
     uint32_t starts;
-    uint64_t pool_depth;    /* bytes the pool keeps resident per stack */
+    uint64_t pool_depth;         /* bytes the pool keeps resident per stack */
     uint64_t hist[TRIM_NBUCKET]; /* live tasks by last high water (atomic) */
     task *ready[TRIM_BATCH];     /* matured candidates, trimmed together */
     pagebatch pages;             /* .released: bytes given back */
@@ -60,8 +60,8 @@ void mote__trim_forget(trim_state *s, task *t);
 /* Does what is due at time now; current (the task executing this call, or
  * NULL) is never trimmed.  force trims every parked task and the whole pool
  * at once.  Sets s->next. */
-void mote__trim_run(trim_state *s, stack_cache *cache, task *current,
-                    int64_t now, bool force);
+void mote__trim_run(trim_state *s, stack_cache *cache, task *current, int64_t now,
+                    bool force);
 /* Drops all state at the end of a run; counts what was released. */
 void mote__trim_fini(trim_state *s);
 

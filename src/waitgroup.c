@@ -29,10 +29,7 @@ int mote_wg_add(mote_wg *wg, int64_t delta)
     return 0;
 }
 
-int mote_wg_done(mote_wg *wg)
-{
-    return mote_wg_add(wg, -1);
-}
+int mote_wg_done(mote_wg *wg) { return mote_wg_add(wg, -1); }
 
 int mote_wg_wait(mote_wg *wg)
 {

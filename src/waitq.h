@@ -38,33 +38,30 @@
 
 typedef struct waiter waiter;
 struct waiter {
-    list_node link;     /* in *q while linked */
+    list_node link; /* in *q while linked */
     task *t;
-    mote_waitq *q;      /* the queue it was published in */
-    int *lock;          /* that queue's lock */
-    void *obj;          /* the object waited on (for discard hooks) */
-    waiter *also;       /* the task's other records of this wait */
-    waiter *wake_next;  /* claimed records between claim and wake */
+    mote_waitq *q;     /* the queue it was published in */
+    int *lock;         /* that queue's lock */
+    void *obj;         /* the object waited on (for discard hooks) */
+    waiter *also;      /* the task's other records of this wait */
+    waiter *wake_next; /* claimed records between claim and wake */
     /* Called by mote_run's teardown for each record of a discarded task,
      * linked or not, with no lock held; NULL: just unlink it. */
     void (*discard)(waiter *w);
-    void *elem;         /* channels: the value to send, or where to receive
+    void *elem;    /* channels: the value to send, or where to receive
                            (may be NULL) */
-    int64_t since;      /* mutex: when this waiter first queued */
-    uint32_t idx;       /* select: the case this record stands for */
-    int result;         /* written by the claimer before the ready */
-    bool linked;        /* in q (under *lock) */
+    int64_t since; /* mutex: when this waiter first queued */
+    uint32_t idx;  /* select: the case this record stands for */
+    int result;    /* written by the claimer before the ready */
+    bool linked;   /* in q (under *lock) */
     bool is_select;
-    bool sole;          /* the only record of its wait: a waker that claims
+    bool sole;        /* the only record of its wait: a waker that claims
                            through it ends the owner's use of the queue */
-    bool ref_dropped;   /* channels: the claimer released the channel */
+    bool ref_dropped; /* channels: the claimer released the channel */
 };
 
 /* A record for the current task, not yet published. */
-static inline void mote__waiter_init(waiter *w, task *self)
-{
-    *w = (waiter){.t = self};
-}
+static inline void mote__waiter_init(waiter *w, task *self) { *w = (waiter){.t = self}; }
 
 /* Publishes w at the back (or front) of q; lock held, by w's own task. */
 void mote__waitq_publish(mote_waitq *q, int *lock, waiter *w, void *obj);

@@ -31,8 +31,7 @@ void mote__arch_task_trampoline(void);
 
 /* Prepares ctx so that the first mote__arch_switch to it calls fn(arg) on the
  * stack whose highest usable address is top.  fn must never return. */
-static inline void arch_ctx_init(arch_ctx *ctx, void *top, void (*fn)(void *),
-                                 void *arg)
+static inline void arch_ctx_init(arch_ctx *ctx, void *top, void (*fn)(void *), void *arg)
 {
     /* Frame popped by mote__arch_switch, lowest address first:
      * [mxcsr|fpucw] r15 r14 r13 r12 rbx rbp ret(trampoline) pad */
@@ -43,20 +42,19 @@ static inline void arch_ctx_init(arch_ctx *ctx, void *top, void (*fn)(void *),
     __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
     __asm__ volatile("fnstcw %0" : "=m"(fpucw));
     f[0] = (uint64_t)mxcsr | ((uint64_t)fpucw << 32);
-    f[1] = 0;                  /* r15 */
-    f[2] = 0;                  /* r14 */
-    f[3] = (uint64_t)arg;      /* r13: argument */
-    f[4] = (uint64_t)fn;       /* r12: entry */
-    f[5] = 0;                  /* rbx */
-    f[6] = 0;                  /* rbp: ends frame-pointer walks */
+    f[1] = 0;             /* r15 */
+    f[2] = 0;             /* r14 */
+    f[3] = (uint64_t)arg; /* r13: argument */
+    f[4] = (uint64_t)fn;  /* r12: entry */
+    f[5] = 0;             /* rbx */
+    f[6] = 0;             /* rbp: ends frame-pointer walks */
     f[7] = (uint64_t)mote__arch_task_trampoline;
     ctx->sp = f;
 }
 
 /* The frame pointer and return address saved by arch_switch in a context
  * that is not running: the start of a frame-pointer walk of a parked task. */
-static inline void arch_ctx_frame(const arch_ctx *ctx, uintptr_t *fp,
-                                  uintptr_t *ret)
+static inline void arch_ctx_frame(const arch_ctx *ctx, uintptr_t *fp, uintptr_t *ret)
 {
     const uint64_t *f = ctx->sp; /* the layout above */
     *fp = f[6];

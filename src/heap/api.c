@@ -11,9 +11,9 @@
  * malloc clears it, so free finding it means a double free.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <pthread.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <unistd.h>
@@ -125,8 +125,10 @@ static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero)
         heap_segment *seg = heap_segment_of(p);
         uint8_t e = heap_segmap_get((uintptr_t)p >> HEAP_SEG_SHIFT);
         if (e >= 2)
-            seg = (heap_segment *)((((uintptr_t)p >> HEAP_SEG_SHIFT) - (e - 2u)) << HEAP_SEG_SHIFT);
-        heap_page *pg = e >= 2 ? &seg->pages[0] : seg->map[((uintptr_t)p >> HEAP_SLICE_SHIFT) & 63];
+            seg = (heap_segment *)((((uintptr_t)p >> HEAP_SEG_SHIFT) - (e - 2u))
+                                   << HEAP_SEG_SHIFT);
+        heap_page *pg =
+            e >= 2 ? &seg->pages[0] : seg->map[((uintptr_t)p >> HEAP_SLICE_SHIFT) & 63];
         *zero = pg->zeroed;
     }
     return p;
@@ -139,10 +141,7 @@ static inline void *heap_malloc_inline(size_t n)
     return heap_alloc_big(n, 0, NULL);
 }
 
-void *mote__heap_malloc(size_t n)
-{
-    return heap_malloc_inline(n);
-}
+void *mote__heap_malloc(size_t n) { return heap_malloc_inline(n); }
 
 /* ---- free ---- */
 
@@ -156,7 +155,8 @@ static heap_page *heap_page_of(const void *p, const char *what)
     uint8_t e = heap_segmap_get(idx);
     if (e >= 2) {
         heap_segment *seg = (heap_segment *)((idx - (e - 2u)) << HEAP_SEG_SHIFT);
-        if (seg->magic != HEAP_SEG_MAGIC || seg->pages[0].first != p || !page_used(&seg->pages[0]))
+        if (seg->magic != HEAP_SEG_MAGIC || seg->pages[0].first != p ||
+            !page_used(&seg->pages[0]))
             mote__heap_invalid_free(p, what);
         return &seg->pages[0];
     }
@@ -235,10 +235,7 @@ static inline void heap_free_inline(void *p)
     heap_free_slow(p);
 }
 
-void mote__heap_free(void *p)
-{
-    heap_free_inline(p);
-}
+void mote__heap_free(void *p) { heap_free_inline(p); }
 
 /* ---- the rest of the API ---- */
 
@@ -321,10 +318,7 @@ int mote__heap_set_limit(uint64_t bytes)
     return mote__arena_set_limit(bytes);
 }
 
-size_t mote__heap_committed_bytes(void)
-{
-    return (size_t)mote__arena_committed();
-}
+size_t mote__heap_committed_bytes(void) { return (size_t)mote__arena_committed(); }
 
 __attribute__((destructor)) static void heap_fini(void)
 {
@@ -332,11 +326,7 @@ __attribute__((destructor)) static void heap_fini(void)
         mote__stats_print_at_exit();
 }
 
-__attribute__((constructor)) static void heap_ctor(void)
-{
-    heap_ensure_init();
-}
-
+__attribute__((constructor)) static void heap_ctor(void) { heap_ensure_init(); }
 
 #ifndef MOTE_HEAP_PRELOAD
 /* ---- libmote: mote_malloc & co. ---- */
@@ -366,7 +356,11 @@ MOTE_API void *calloc(size_t n, size_t size) { return mote__heap_calloc(n, size)
 MOTE_API void *realloc(void *p, size_t size) { return mote__heap_realloc(p, size); }
 MOTE_API size_t malloc_usable_size(void *p) { return mote__heap_usable_size(p); }
 MOTE_API void cfree(void *p) { heap_free_inline(p); }
-MOTE_API void free_sized(void *p, size_t size) { (void)size; heap_free_inline(p); }
+MOTE_API void free_sized(void *p, size_t size)
+{
+    (void)size;
+    heap_free_inline(p);
+}
 MOTE_API void free_aligned_sized(void *p, size_t align, size_t size)
 {
     (void)align;
@@ -443,11 +437,20 @@ MOTE_API int malloc_trim(size_t pad)
 MOTE_API void *__libc_malloc(size_t size) { return heap_malloc_inline(size); }
 MOTE_API void __libc_free(void *p) { heap_free_inline(p); }
 MOTE_API void *__libc_calloc(size_t n, size_t size) { return mote__heap_calloc(n, size); }
-MOTE_API void *__libc_realloc(void *p, size_t size) { return mote__heap_realloc(p, size); }
-MOTE_API void *__libc_memalign(size_t align, size_t size) { return memalign(align, size); }
+MOTE_API void *__libc_realloc(void *p, size_t size)
+{
+    return mote__heap_realloc(p, size);
+}
+MOTE_API void *__libc_memalign(size_t align, size_t size)
+{
+    return memalign(align, size);
+}
 MOTE_API void *__libc_valloc(size_t size) { return valloc(size); }
 MOTE_API void *__libc_pvalloc(size_t size) { return pvalloc(size); }
-MOTE_API void *__libc_reallocarray(void *p, size_t n, size_t size) { return reallocarray(p, n, size); }
+MOTE_API void *__libc_reallocarray(void *p, size_t n, size_t size)
+{
+    return reallocarray(p, n, size);
+}
 MOTE_API int __posix_memalign(void **out, size_t align, size_t size)
 {
     return posix_memalign(out, align, size);

@@ -31,12 +31,14 @@ static list arena_all;   /* every small segment (all_link) */
 
 static inline heap_segment *avail_first(void)
 {
-    return arena_avail.head ? list_entry(arena_avail.head, heap_segment, avail_link) : NULL;
+    return arena_avail.head ? list_entry(arena_avail.head, heap_segment, avail_link)
+                            : NULL;
 }
 static inline heap_segment *avail_next(const heap_segment *seg)
 {
-    return seg->avail_link.next ? list_entry(seg->avail_link.next, heap_segment, avail_link)
-                                : NULL;
+    return seg->avail_link.next
+               ? list_entry(seg->avail_link.next, heap_segment, avail_link)
+               : NULL;
 }
 static uint32_t arena_nsegs_made;
 static int arena_transit; /* scavenger batches out of the lock */
@@ -44,7 +46,6 @@ static int arena_transit; /* scavenger batches out of the lock */
 static uint64_t st_mapped, st_released, st_large_inuse, st_huge_inuse, st_segments,
     st_huge_count, st_decommits, st_released_total;
 static uint64_t arena_limit;
-
 
 static inline uint64_t run_bits(unsigned i, unsigned n)
 {
@@ -94,7 +95,7 @@ static void arena_release_locked(void)
             unsigned i = (unsigned)__builtin_ctzll(m);
             unsigned n = (unsigned)__builtin_ctzll(~(m >> i));
             mote__os_decommit((uint8_t *)seg + ((size_t)i << HEAP_SLICE_SHIFT),
-                             (size_t)n << HEAP_SLICE_SHIFT);
+                              (size_t)n << HEAP_SLICE_SHIFT);
             uint64_t b = run_bits(i, n);
             seg->dirty_mask &= ~b;
             m &= ~b;
@@ -194,7 +195,8 @@ heap_page *mote__arena_page_alloc(uint32_t n, bool *zero)
         if (!arena_reserve(bytes))
             return NULL;
         clean = bits & ~seg->dirty_mask; /* arena_reserve may have released */
-        FETCH_SUB(&st_released, (uint64_t)__builtin_popcountll(clean) << HEAP_SLICE_SHIFT, RELAXED);
+        FETCH_SUB(&st_released, (uint64_t)__builtin_popcountll(clean) << HEAP_SLICE_SHIFT,
+                  RELAXED);
     }
     *zero = clean == bits;
     seg->free_mask &= ~bits;
@@ -213,7 +215,8 @@ heap_page *mote__arena_page_alloc(uint32_t n, bool *zero)
 void mote__arena_page_free(heap_page *pg)
 {
     heap_segment *seg = heap_segment_of(pg->start);
-    unsigned i = (unsigned)(((uintptr_t)pg->start >> HEAP_SLICE_SHIFT) & (HEAP_SLICES - 1));
+    unsigned i =
+        (unsigned)(((uintptr_t)pg->start >> HEAP_SLICE_SHIFT) & (HEAP_SLICES - 1));
     unsigned n = pg->slices;
     uint32_t now = mote__os_coarse_ms();
     for (unsigned k = i; k < i + n; k++) {
@@ -278,7 +281,8 @@ void *mote__arena_huge_alloc(size_t size, size_t align)
             return NULL;
         }
     }
-    uint8_t *base = mote__os_map_aligned(total, a > HEAP_SEG_SIZE ? a : HEAP_SEG_SIZE, false);
+    uint8_t *base =
+        mote__os_map_aligned(total, a > HEAP_SEG_SIZE ? a : HEAP_SEG_SIZE, false);
     if (!base) {
         errno = ENOMEM;
         return NULL;
@@ -298,7 +302,8 @@ void *mote__arena_huge_alloc(size_t size, size_t align)
     FETCH_ADD(&st_mapped, total, RELAXED);
     FETCH_ADD(&st_huge_inuse, pg->usable, RELAXED);
     FETCH_ADD(&st_huge_count, 1, RELAXED);
-    heap_segmap_set((uintptr_t)pg->first >> HEAP_SEG_SHIFT, (uint8_t)(2 + (hdr >> HEAP_SEG_SHIFT)));
+    heap_segmap_set((uintptr_t)pg->first >> HEAP_SEG_SHIFT,
+                    (uint8_t)(2 + (hdr >> HEAP_SEG_SHIFT)));
     return pg->first;
 }
 
@@ -363,7 +368,7 @@ long mote__arena_scavenge(uint32_t decay_ms, bool may_idle)
             unsigned i = (unsigned)__builtin_ctzll(m);
             unsigned n = (unsigned)__builtin_ctzll(~(m >> i));
             mote__os_decommit((uint8_t *)segs[k] + ((size_t)i << HEAP_SLICE_SHIFT),
-                             (size_t)n << HEAP_SLICE_SHIFT);
+                              (size_t)n << HEAP_SLICE_SHIFT);
             m &= ~run_bits(i, n);
             runs++;
         }
@@ -444,12 +449,6 @@ void mote__arena_fork_prepare(void)
     }
 }
 
-void mote__arena_fork_parent(void)
-{
-    heap_lock_release(&mote__heap_arena_lock);
-}
+void mote__arena_fork_parent(void) { heap_lock_release(&mote__heap_arena_lock); }
 
-void mote__arena_fork_child(void)
-{
-    STORE(&mote__heap_arena_lock.v, 0, RELEASE);
-}
+void mote__arena_fork_child(void) { STORE(&mote__heap_arena_lock.v, 0, RELEASE); }

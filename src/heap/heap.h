@@ -14,7 +14,8 @@
  * /heap/mapped:bytes: 0, or -ENOENT for any other name. */
 int mote__heap_metric(const char *name, uint64_t *value);
 /* Calls fn for each of the heap's metrics, in a stable order. */
-void mote__heap_metric_each(void (*fn)(const char *name, uint64_t value, void *ctx), void *ctx);
+void mote__heap_metric_each(void (*fn)(const char *name, uint64_t value, void *ctx),
+                            void *ctx);
 
 /* Bytes the heap holds that may be resident: mapped minus released.  An
  * upper bound on the heap's share of RSS (pages never touched count too). */

@@ -34,26 +34,26 @@
 #include "heap/lock.h"
 #include "list.h"
 
-#define HEAP_LIKELY(x) __builtin_expect(!!(x), 1)
+#define HEAP_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define HEAP_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define HEAP_NOINLINE __attribute__((noinline))
-#define HEAP_COLD __attribute__((noinline, cold))
+#define HEAP_NOINLINE    __attribute__((noinline))
+#define HEAP_COLD        __attribute__((noinline, cold))
 
-#define HEAP_SEG_SHIFT 22
-#define HEAP_SEG_SIZE (1UL << HEAP_SEG_SHIFT)
-#define HEAP_SEG_MASK (HEAP_SEG_SIZE - 1)
+#define HEAP_SEG_SHIFT   22
+#define HEAP_SEG_SIZE    (1UL << HEAP_SEG_SHIFT)
+#define HEAP_SEG_MASK    (HEAP_SEG_SIZE - 1)
 #define HEAP_SLICE_SHIFT 16
-#define HEAP_SLICE_SIZE (1UL << HEAP_SLICE_SHIFT)
-#define HEAP_SLICES 64
-#define HEAP_OS_PAGE 4096UL
+#define HEAP_SLICE_SIZE  (1UL << HEAP_SLICE_SHIFT)
+#define HEAP_SLICES      64
+#define HEAP_OS_PAGE     4096UL
 /* Address space covered by the segment map: 2^47 (x86-64 user space). */
-#define HEAP_SEGMAP_LEN (1UL << (47 - HEAP_SEG_SHIFT))
+#define HEAP_SEGMAP_LEN  (1UL << (47 - HEAP_SEG_SHIFT))
 
 /* Size classes: 1..48, 16..131072 bytes; class 0 marks large/huge pages. */
-#define HEAP_NCLS 49
-#define HEAP_SMALL_MAX 131072UL
+#define HEAP_NCLS        49
+#define HEAP_SMALL_MAX   131072UL
 /* Larger requests than this get their own mapping. */
-#define HEAP_LARGE_MAX (2UL << 20)
+#define HEAP_LARGE_MAX   (2UL << 20)
 /* Blocks of a small page are carved lazily, about this many bytes at a time,
  * so a fresh page costs RSS only for what is used. */
 #define HEAP_CARVE_BYTES 4096UL
@@ -80,32 +80,34 @@ struct heap_tcache;
  * are "owner-only" unless marked: see the file comment. */
 typedef struct __attribute__((aligned(128))) heap_page {
     /* ---- first cache line: everything the fast paths touch ---- */
-    heap_block *free;   /* blocks ready to hand out (owner) */
-    uint32_t used; /* blocks out (includes remote frees not collected);
+    heap_block *free;          /* blocks ready to hand out (owner) */
+    uint32_t used;             /* blocks out (includes remote frees not collected);
                               written by the owner only, without RMW: use
                               page_used*() so metrics may read it */
-    uint32_t bsize;     /* block size (small pages) */
-    uint64_t div_magic; /* ceil(2^40 / bsize): offset -> block index */
-    uint8_t *start;     /* first byte of the run */
+    uint32_t bsize;            /* block size (small pages) */
+    uint64_t div_magic;        /* ceil(2^40 / bsize): offset -> block index */
+    uint8_t *start;            /* first byte of the run */
     struct heap_tcache *owner; /* set before the page's first block is handed
                                   out; read by remote frees */
-    uint8_t cls;        /* size class, 0 for large/huge */
-    uint8_t kind;       /* HEAP_PAGE_* */
-    uint8_t in_full;    /* 1 while out of its class queue (owner) */
-    uint8_t zeroed;     /* large/huge: the block is known to be zero */
-    uint32_t slices;    /* length of the run */
-    uint32_t capacity;  /* blocks carved so far (owner) */
-    uint32_t reserved;  /* blocks that fit */
+    uint8_t cls;               /* size class, 0 for large/huge */
+    uint8_t kind;              /* HEAP_PAGE_* */
+    uint8_t in_full;           /* 1 while out of its class queue (owner) */
+    uint8_t zeroed;            /* large/huge: the block is known to be zero */
+    uint32_t slices;           /* length of the run */
+    uint32_t capacity;         /* blocks carved so far (owner) */
+    uint32_t reserved;         /* blocks that fit */
     /* ---- second line: slow-path fields and the remote-free stack, which
      * other threads write: kept off the owner's fast-path line ---- */
-    uint8_t *first;     /* large/huge: the block handed out */
-    size_t usable;      /* large/huge: usable bytes from first */
-    list_node qlink;    /* class queue (owner) */
+    uint8_t *first;                /* large/huge: the block handed out */
+    size_t usable;                 /* large/huge: usable bytes from first */
+    list_node qlink;               /* class queue (owner) */
     struct heap_page *remote_next; /* on owner->remote */
-    uintptr_t tfree;       /* remote-freed blocks | count | HEAP_TF_* */
+    uintptr_t tfree;               /* remote-freed blocks | count | HEAP_TF_* */
 } heap_page;
-_Static_assert(__builtin_offsetof(heap_page, reserved) < 64, "fast-path fields fit one line");
-_Static_assert(__builtin_offsetof(heap_page, tfree) >= 64, "tfree off the fast-path line");
+_Static_assert(__builtin_offsetof(heap_page, reserved) < 64,
+               "fast-path fields fit one line");
+_Static_assert(__builtin_offsetof(heap_page, tfree) >= 64,
+               "tfree off the fast-path line");
 
 typedef struct heap_segment {
     uint64_t magic;
@@ -113,14 +115,14 @@ typedef struct heap_segment {
     uint32_t index;    /* creation order, for stats */
     uint32_t in_avail; /* on the arena's list of segments with free slices */
     uint32_t pad_;
-    list_node avail_link; /* arena_avail list */
-    list_node all_link;   /* every small segment */
-    uint64_t free_mask;  /* slices not in any page */
-    uint64_t dirty_mask; /* free slices that may be resident */
-    size_t map_size;     /* huge: length of the whole mapping */
-    uint8_t *map_base;   /* huge: start of the whole mapping */
-    uint32_t since[HEAP_SLICES]; /* ms clock when a dirty free slice was freed */
-    heap_page *map[HEAP_SLICES]; /* slice -> page holding it, NULL when free */
+    list_node avail_link;         /* arena_avail list */
+    list_node all_link;           /* every small segment */
+    uint64_t free_mask;           /* slices not in any page */
+    uint64_t dirty_mask;          /* free slices that may be resident */
+    size_t map_size;              /* huge: length of the whole mapping */
+    uint8_t *map_base;            /* huge: start of the whole mapping */
+    uint32_t since[HEAP_SLICES];  /* ms clock when a dirty free slice was freed */
+    heap_page *map[HEAP_SLICES];  /* slice -> page holding it, NULL when free */
     heap_page pages[HEAP_SLICES]; /* descriptor of the page starting at slice i */
 } heap_segment;
 
@@ -140,17 +142,14 @@ static inline heap_page *queue_next(const heap_page *pg)
 typedef struct heap_tcache {
     heap_page *cur[HEAP_NCLS]; /* == queue[c].first, or &mote__heap_page_empty */
     heap_queue queue[HEAP_NCLS];
-    heap_page * remote; /* pages notified by remote frees */
-    int dead;            /* 1 while in the pool (thread exited) */
+    heap_page *remote;             /* pages notified by remote frees */
+    int dead;                      /* 1 while in the pool (thread exited) */
     struct heap_tcache *pool_next; /* pool of dead caches */
     struct heap_tcache *all_next;  /* every cache ever made (immortal) */
     uint32_t id;
 } heap_tcache;
 
-static inline uint32_t page_used(const heap_page *pg)
-{
-    return LOAD(&pg->used, RELAXED);
-}
+static inline uint32_t page_used(const heap_page *pg) { return LOAD(&pg->used, RELAXED); }
 static inline void page_used_set(heap_page *pg, uint32_t v)
 {
     STORE(&pg->used, v, RELAXED);
@@ -203,13 +202,14 @@ static inline unsigned sizeclass_of(size_t n)
 }
 
 /* Reports an invalid pointer passed to free & co. and aborts (api.c). */
-HEAP_COLD __attribute__((noreturn)) void mote__heap_invalid_free(const void *p, const char *what);
+HEAP_COLD __attribute__((noreturn)) void mote__heap_invalid_free(const void *p,
+                                                                 const char *what);
 
 /* ---- the allocator's MOTE_* variables (read at init from option.h) ---- */
 typedef struct heap_config {
     uint32_t decay_ms;
-    uint64_t limit;  /* 0: none */
-    int stats;       /* 0 none, 1 text, 2 json */
+    uint64_t limit; /* 0: none */
+    int stats;      /* 0 none, 1 text, 2 json */
 } heap_config;
 extern heap_config mote__heap_cfg;
 
@@ -225,7 +225,7 @@ static inline void heap_ensure_init(void)
 /* ---- arena.c: segments, slice runs, large and huge blocks ---- */
 extern heap_lock mote__heap_arena_lock;
 heap_page *mote__arena_page_alloc(uint32_t slices, bool *zero); /* arena lock held */
-void mote__arena_page_free(heap_page *pg);                       /* arena lock held */
+void mote__arena_page_free(heap_page *pg);                      /* arena lock held */
 void *mote__arena_large_alloc(size_t size, size_t align);
 void mote__arena_large_free(heap_page *pg);
 void *mote__arena_huge_alloc(size_t size, size_t align);
@@ -245,8 +245,8 @@ typedef struct heap_small_usage {
 } heap_small_usage;
 void mote__arena_small_usage(heap_small_usage *u);
 typedef struct heap_arena_stats {
-    uint64_t mapped, released, large_inuse, huge_inuse, segments, huge_count,
-        decommits, released_total;
+    uint64_t mapped, released, large_inuse, huge_inuse, segments, huge_count, decommits,
+        released_total;
 } heap_arena_stats;
 void mote__arena_stats(heap_arena_stats *st);
 

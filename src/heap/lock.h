@@ -15,7 +15,10 @@ typedef struct heap_lock {
     int v;
 } heap_lock;
 
-#define HEAP_LOCK_INIT {0}
+#define HEAP_LOCK_INIT \
+    {                  \
+        0              \
+    }
 
 void mote__heap_lock_slow(heap_lock *l);
 

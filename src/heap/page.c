@@ -18,8 +18,8 @@
 /* tfree = block pointer | count of blocks on the stack << 48 | state: the
  * owner takes the whole stack with its length, without walking it. */
 #define TF_COUNT_SHIFT 48
-#define TF_PTR(t) ((heap_block *)((t) & ((1UL << TF_COUNT_SHIFT) - 1) & ~HEAP_TF_STATE))
-#define TF_COUNT(t) ((uint32_t)((t) >> TF_COUNT_SHIFT))
+#define TF_PTR(t)      ((heap_block *)((t) & ((1UL << TF_COUNT_SHIFT) - 1) & ~HEAP_TF_STATE))
+#define TF_COUNT(t)    ((uint32_t)((t) >> TF_COUNT_SHIFT))
 
 /* Arena lock held (metrics read kind/cls/bsize under it); carve after. */
 void mote__page_init_small(heap_page *pg, heap_tcache *owner, unsigned cls)

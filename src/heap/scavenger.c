@@ -13,13 +13,13 @@
 #include "heap/internal.h"
 #include "os/os.h"
 
-uint64_t mote__scavenger_gen; /* arena lock */
-int mote__scavenger_idle;     /* arena lock */
-static int scav_state; /* 0 not started, 1 running or starting,
+uint64_t mote__scavenger_gen;     /* arena lock */
+int mote__scavenger_idle;         /* arena lock */
+static int scav_state;            /* 0 not started, 1 running or starting,
                                   2 could not start: scavenge inline */
 static uint32_t scav_inline_last; /* ms, state 2 */
-static int scav_seq;   /* futex word: bumped to wake the thread */
-static int scav_dead;  /* dead caches have notified pages */
+static int scav_seq;              /* futex word: bumped to wake the thread */
+static int scav_dead;             /* dead caches have notified pages */
 
 static void scavenger_wake(void)
 {
@@ -92,7 +92,7 @@ void mote__scavenger_ensure(void)
     int r = mote__os_thread_start(scavenger_main, NULL, 128 * 1024);
     if (r != 0) {
         mote__os_write_err("mote: cannot start the heap scavenger thread; free pages are "
-                       "returned on later frees instead\n");
+                           "returned on later frees instead\n");
         STORE(&scav_state, 2, RELEASE);
     }
 }

@@ -45,8 +45,8 @@ static void stats_take(stats_snap *s)
     s->free = held - s->inuse;
 }
 
-static const char *const stats_names[] = {
-    "/heap/inuse:bytes", "/heap/free:bytes", "/heap/released:bytes", "/heap/mapped:bytes"};
+static const char *const stats_names[] = {"/heap/inuse:bytes", "/heap/free:bytes",
+                                          "/heap/released:bytes", "/heap/mapped:bytes"};
 
 static uint64_t stats_value(const stats_snap *s, unsigned i)
 {
@@ -73,7 +73,8 @@ int mote__heap_metric(const char *name, uint64_t *value)
     return -ENOENT;
 }
 
-void mote__heap_metric_each(void (*fn)(const char *name, uint64_t value, void *ctx), void *ctx)
+void mote__heap_metric_each(void (*fn)(const char *name, uint64_t value, void *ctx),
+                            void *ctx)
 {
     stats_snap s;
     stats_take(&s);
@@ -90,10 +91,10 @@ void mote__stats_print_at_exit(void)
     stats_snap s;
     stats_take(&s);
     size_t n = 0, cap = sizeof stats_buf;
-#define OUT(...)                                                              \
-    do {                                                                      \
-        if (n < cap)                                                          \
-            n += (size_t)snprintf(stats_buf + n, cap - n, __VA_ARGS__);       \
+#define OUT(...)                                                        \
+    do {                                                                \
+        if (n < cap)                                                    \
+            n += (size_t)snprintf(stats_buf + n, cap - n, __VA_ARGS__); \
     } while (0)
     if (mote__heap_cfg.stats == 2) {
         OUT("{\"inuse\":%llu,\"free\":%llu,\"released\":%llu,\"mapped\":%llu,"
@@ -112,21 +113,24 @@ void mote__stats_print_at_exit(void)
             if (!s.u.pages[c])
                 continue;
             OUT("%s{\"size\":%u,\"pages\":%llu,\"live\":%llu,\"live_bytes\":%llu}",
-                first ? "" : ",", mote__sizeclass_size[c], (unsigned long long)s.u.pages[c],
-                (unsigned long long)s.u.blocks[c], (unsigned long long)s.u.bytes[c]);
+                first ? "" : ",", mote__sizeclass_size[c],
+                (unsigned long long)s.u.pages[c], (unsigned long long)s.u.blocks[c],
+                (unsigned long long)s.u.bytes[c]);
             first = false;
         }
         OUT("]}\n");
     } else {
         OUT("mote malloc stats (pid %d)\n", (int)getpid());
-        OUT("%10s %10s %14s %14s %8s\n", "class", "pages", "live blocks", "live bytes", "used%");
+        OUT("%10s %10s %14s %14s %8s\n", "class", "pages", "live blocks", "live bytes",
+            "used%");
         for (unsigned c = 1; c < HEAP_NCLS; c++) {
             if (!s.u.pages[c])
                 continue;
             uint64_t cap = s.u.pages[c] * mote__sizeclass_slices[c] * HEAP_SLICE_SIZE;
             OUT("%10u %10llu %14llu %14llu %7.1f%%\n", mote__sizeclass_size[c],
                 (unsigned long long)s.u.pages[c], (unsigned long long)s.u.blocks[c],
-                (unsigned long long)s.u.bytes[c], cap ? 100.0 * (double)s.u.bytes[c] / (double)cap : 0.0);
+                (unsigned long long)s.u.bytes[c],
+                cap ? 100.0 * (double)s.u.bytes[c] / (double)cap : 0.0);
         }
         OUT("%-22s %14llu\n", "large+huge inuse bytes",
             (unsigned long long)(s.a.large_inuse + s.a.huge_inuse));
@@ -137,7 +141,8 @@ void mote__stats_print_at_exit(void)
         OUT("%-22s %14llu\n", "segments", (unsigned long long)s.a.segments);
         OUT("%-22s %14llu\n", "huge blocks", (unsigned long long)s.a.huge_count);
         OUT("%-22s %14llu\n", "decommit calls", (unsigned long long)s.a.decommits);
-        OUT("%-22s %14llu\n", "released total bytes", (unsigned long long)s.a.released_total);
+        OUT("%-22s %14llu\n", "released total bytes",
+            (unsigned long long)s.a.released_total);
         OUT("%-22s %14llu\n", "thread caches", (unsigned long long)s.caches);
     }
 #undef OUT

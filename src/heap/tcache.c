@@ -27,21 +27,20 @@
 #include "os/os.h"
 
 heap_page mote__heap_page_empty;
-heap_tcache mote__heap_tcache_empty = {.cur = {[0 ... HEAP_NCLS - 1] = &mote__heap_page_empty}};
-__thread heap_tcache *mote__heap_tls __attribute__((tls_model("initial-exec"))) = &mote__heap_tcache_empty;
+heap_tcache mote__heap_tcache_empty = {
+    .cur = {[0 ... HEAP_NCLS - 1] = &mote__heap_page_empty}};
+__thread heap_tcache *mote__heap_tls __attribute__((tls_model("initial-exec"))) =
+    &mote__heap_tcache_empty;
 
 static heap_lock pool_lock = HEAP_LOCK_INIT;
-static heap_tcache *pool;                 /* dead caches, under pool_lock */
-static heap_tcache * all_caches; /* every cache, push-only */
+static heap_tcache *pool;       /* dead caches, under pool_lock */
+static heap_tcache *all_caches; /* every cache, push-only */
 static uint32_t ncaches;
 static uint8_t *meta_cur, *meta_end; /* bump allocator for caches */
 static pthread_key_t tcache_key;
 static bool tcache_key_ok;
 
-heap_tcache *mote__tcache_all(void)
-{
-    return LOAD(&all_caches, ACQUIRE);
-}
+heap_tcache *mote__tcache_all(void) { return LOAD(&all_caches, ACQUIRE); }
 
 /* ---- class queues ---- */
 
@@ -131,8 +130,7 @@ static void tcache_drain_remote(heap_tcache *h)
 
 static inline bool page_notified(heap_page *pg)
 {
-    return (LOAD(&pg->tfree, RELAXED) & HEAP_TF_STATE) ==
-           HEAP_TF_NOTIFIED;
+    return (LOAD(&pg->tfree, RELAXED) & HEAP_TF_STATE) == HEAP_TF_NOTIFIED;
 }
 
 /* Frees every page of h that holds no live block, and (if park) takes every
@@ -294,17 +292,8 @@ void mote__tcache_page_freed(heap_tcache *h, heap_page *pg)
 
 /* ---- fork ---- */
 
-void mote__tcache_fork_prepare(void)
-{
-    heap_lock_acquire(&pool_lock);
-}
+void mote__tcache_fork_prepare(void) { heap_lock_acquire(&pool_lock); }
 
-void mote__tcache_fork_parent(void)
-{
-    heap_lock_release(&pool_lock);
-}
+void mote__tcache_fork_parent(void) { heap_lock_release(&pool_lock); }
 
-void mote__tcache_fork_child(void)
-{
-    STORE(&pool_lock.v, 0, RELEASE);
-}
+void mote__tcache_fork_child(void) { STORE(&pool_lock.v, 0, RELEASE); }

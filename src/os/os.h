@@ -82,8 +82,7 @@ uint64_t mote__os_status_bytes(const char *field);
 /* Sum of the kernel's Rss over every mapping that overlaps one of the n
  * ranges [starts[i], ends[i]), read from /proc/self/smaps.  Measured, not
  * estimated. */
-uint64_t mote__os_rss_in_ranges(const uintptr_t *starts, const uintptr_t *ends,
-                                size_t n);
+uint64_t mote__os_rss_in_ranges(const uintptr_t *starts, const uintptr_t *ends, size_t n);
 
 /* ---- output (io.c), malloc-free and async-signal-safe ---- */
 

@@ -13,15 +13,9 @@ static int64_t os_clock_ns(clockid_t id)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int64_t mote__os_now_ns(void)
-{
-    return os_clock_ns(CLOCK_MONOTONIC);
-}
+int64_t mote__os_now_ns(void) { return os_clock_ns(CLOCK_MONOTONIC); }
 
-int64_t mote__os_coarse_ns(void)
-{
-    return os_clock_ns(CLOCK_MONOTONIC_COARSE);
-}
+int64_t mote__os_coarse_ns(void) { return os_clock_ns(CLOCK_MONOTONIC_COARSE); }
 
 uint32_t mote__os_coarse_ms(void)
 {

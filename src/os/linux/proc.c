@@ -53,8 +53,7 @@ uint64_t mote__os_status_bytes(const char *field)
     return 0;
 }
 
-uint64_t mote__os_rss_in_ranges(const uintptr_t *starts, const uintptr_t *ends,
-                                size_t n)
+uint64_t mote__os_rss_in_ranges(const uintptr_t *starts, const uintptr_t *ends, size_t n)
 {
     FILE *f = fopen("/proc/self/smaps", "re");
     if (!f)

@@ -40,8 +40,8 @@ void *mote__os_altstack_init(size_t size)
     stack_t old;
     if (sigaltstack(NULL, &old) == 0 && !(old.ss_flags & SS_DISABLE))
         return NULL; /* the thread has one already: keep it */
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p =
+        mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
     stack_t ss = {.ss_sp = p, .ss_size = size, .ss_flags = 0};

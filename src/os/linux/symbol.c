@@ -30,8 +30,7 @@ static bool symbol_copy(char *buf, size_t len, const char *s, size_t max)
 }
 
 /* Looks off (the address minus the object's load bias) up in .symtab. */
-static bool symbol_from_file(const char *path, uintptr_t off, char *buf,
-                              size_t len)
+static bool symbol_from_file(const char *path, uintptr_t off, char *buf, size_t len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)

@@ -20,7 +20,7 @@
 #define MADV_GUARD_INSTALL 102
 #endif
 #ifndef PR_SET_VMA
-#define PR_SET_VMA 0x53564d41
+#define PR_SET_VMA           0x53564d41
 #define PR_SET_VMA_ANON_NAME 0
 #endif
 #ifndef MADV_NOHUGEPAGE
@@ -31,9 +31,9 @@
  * when at is not NULL; named when name is not NULL. */
 static void *os_map(void *at, size_t len, const char *name)
 {
-    void *p = mmap(at, len, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (at ? MAP_FIXED : 0),
-                   -1, 0);
+    void *p =
+        mmap(at, len, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (at ? MAP_FIXED : 0), -1, 0);
     if (p == MAP_FAILED)
         return NULL;
     /* A huge page would make a 4 KiB stack cost 2 MiB. */
@@ -47,10 +47,7 @@ static void *os_map(void *at, size_t len, const char *name)
     return p;
 }
 
-void *mote__os_reserve(size_t len, const char *name)
-{
-    return os_map(NULL, len, name);
-}
+void *mote__os_reserve(size_t len, const char *name) { return os_map(NULL, len, name); }
 
 void mote__os_no_hugepages(void *p, size_t len)
 {
@@ -104,8 +101,8 @@ bool mote__os_guard_madvise_works(void)
         return m == 1;
     /* Probe on a scratch page so the answer does not depend on a caller. */
     m = 2;
-    void *p = mmap(NULL, OS_PAGE, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p =
+        mmap(NULL, OS_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p != MAP_FAILED) {
         if (madvise(p, OS_PAGE, MADV_GUARD_INSTALL) == 0)
             m = 1;
@@ -117,8 +114,8 @@ bool mote__os_guard_madvise_works(void)
 
 int mote__os_guard(void *p, size_t len, bool use_madvise)
 {
-    int r = use_madvise ? madvise(p, len, MADV_GUARD_INSTALL)
-                        : mprotect(p, len, PROT_NONE);
+    int r =
+        use_madvise ? madvise(p, len, MADV_GUARD_INSTALL) : mprotect(p, len, PROT_NONE);
     return r == 0 ? 0 : -errno;
 }
 
@@ -162,8 +159,7 @@ int mote__os_decommit_batch(const struct iovec *ranges, size_t n)
      * 0.55 vs 1.1 us) by paying one system call per 1024 ranges. */
     while (fd >= 0 && i < n) {
         size_t k = n - i < 1024 ? n - i : 1024;
-        long r = syscall(SYS_process_madvise, fd, ranges + i, k,
-                         MADV_DONTNEED, 0);
+        long r = syscall(SYS_process_madvise, fd, ranges + i, k, MADV_DONTNEED, 0);
         size_t want = 0;
         for (size_t j = i; j < i + k; j++)
             want += ranges[j].iov_len;
@@ -180,4 +176,3 @@ int mote__os_decommit_batch(const struct iovec *ranges, size_t n)
     }
     return 0;
 }
-
