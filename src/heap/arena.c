@@ -262,12 +262,37 @@ void mote__arena_large_free(heap_page *pg)
     mote__scavenger_ensure();
 }
 
+/* Maps total bytes whose offset hdr is aligned to a (a power of two at
+ * least a segment): the header then sits hdr bytes below the block. */
+static uint8_t *huge_map(size_t total, size_t hdr, size_t a)
+{
+    if (a <= HEAP_SEG_SIZE)
+        return mote__os_map_aligned(total, HEAP_SEG_SIZE, false);
+    size_t over = total + a;
+    if (over < total)
+        return NULL;
+    uint8_t *p = mote__os_map_aligned(over, HEAP_SEG_SIZE, false);
+    if (!p)
+        return NULL;
+    uint8_t *blk = (uint8_t *)(((uintptr_t)p + hdr + a - 1) & ~(uintptr_t)(a - 1));
+    uint8_t *base = blk - hdr;
+    if (base > p)
+        mote__os_release(p, (size_t)(base - p));
+    if (base + total < p + over)
+        mote__os_release(base + total, (size_t)(p + over - (base + total)));
+    return base;
+}
+
 void *mote__arena_huge_alloc(size_t size, size_t align)
 {
     size_t a = align > HEAP_OS_PAGE ? align : HEAP_OS_PAGE;
-    size_t hdr = (sizeof(heap_segment) + a - 1) & ~(a - 1);
+    /* The header takes the block's alignment, up to one segment; a bigger
+     * alignment puts it in its own segment-sized unit just below the block,
+     * so any alignment costs at most one extra unit of address space. */
+    size_t hdr = a > HEAP_SEG_SIZE ? HEAP_SEG_SIZE
+                                   : (sizeof(heap_segment) + a - 1) & ~(a - 1);
     size_t total = hdr + size + HEAP_OS_PAGE - 1;
-    if (total < size || (hdr >> HEAP_SEG_SHIFT) > 253) {
+    if (total < size) {
         errno = ENOMEM;
         return NULL;
     }
@@ -281,8 +306,7 @@ void *mote__arena_huge_alloc(size_t size, size_t align)
             return NULL;
         }
     }
-    uint8_t *base =
-        mote__os_map_aligned(total, a > HEAP_SEG_SIZE ? a : HEAP_SEG_SIZE, false);
+    uint8_t *base = huge_map(total, hdr, a);
     if (!base) {
         errno = ENOMEM;
         return NULL;
