@@ -9,6 +9,8 @@
 #include <stdio.h>
 
 #include "backtrace.h"
+#include "netpoll.h"
+#include "offload.h"
 #include "runtime.h"
 
 #define rt mote__rt
@@ -42,6 +44,10 @@ static void deadlock_report(void)
 bool mote__deadlock_check(void)
 {
     if (rt.nidle_notimer < rt.nworkers || LOAD(&rt.external_seen, SEQ_CST))
+        return false;
+    /* A task waiting for a descriptor or an offloaded call can still be
+     * woken by the outside world. */
+    if (mote__netpoll_waiting() || mote__offload_pending())
         return false;
     uint64_t live = LOAD(&rt.ext_spawned, RELAXED);
     for (int i = 0; i < rt.nworkers; i++) {

@@ -25,6 +25,7 @@ enum mote__opt {
     OPT_MEMLIMIT,
     OPT_MALLOC_DECAY_MS,
     OPT_MALLOC_STATS,
+    OPT_BLOCKING_THREADS,
     OPT_COUNT
 };
 

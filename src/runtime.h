@@ -55,6 +55,7 @@ typedef struct worker {
     stack_cache stacks;
     task *dead;            /* exited; released after the next switch */
     int64_t starved_since; /* no stack could be mapped: back off */
+    int64_t last_poll;           /* when this worker last polled (ns) */
     uint32_t release_seen; /* the release_epoch this worker acted on */
     list all;              /* started tasks, for dumps and teardown */
     uint64_t id_next, id_end;
@@ -73,6 +74,7 @@ typedef struct run_config {
     size_t stack_size;
     int trim; /* enum trim_mode */
     bool guard_mprotect;
+    uint32_t blocking_threads;
     uint64_t memlimit; /* bytes; 0 none */
 } run_config;
 

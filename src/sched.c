@@ -21,6 +21,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "netpoll.h"
+#include "offload.h"
 #include "option.h"
 #include "os/os.h"
 #include "overflow.h"
@@ -35,6 +37,10 @@
 #define SCHED_SPIN_PAUSES     8
 #define SCHED_ID_BLOCK        1024
 #define SCHED_STARVED_BACKOFF 1000000 /* ns between retries to map a stack */
+/* A busy worker looks at the netpoller at least this often (checked every
+ * 16th pick): a ready socket waits for at most this plus one task's run
+ * when every worker is busy; an idle worker blocks in epoll instead. */
+#define NETPOLL_INTERVAL_NS (100 * 1000)
 
 runtime mote__rt = {.idle_lock = PTHREAD_MUTEX_INITIALIZER,
                     .ext_lock = PTHREAD_RWLOCK_INITIALIZER};
@@ -90,7 +96,12 @@ static task *fresh_take(worker *v, uint32_t max, bool wait)
 bool mote__sched_wake(worker *v)
 {
     if (LOAD(&v->sleeping, SEQ_CST) && XCHG(&v->sleeping, 0, SEQ_CST)) {
-        mote__os_futex_wake(&v->sleeping, 1);
+        /* v set `sleeping` before becoming the poller, and looks for work
+         * after: if it is not the poller now, it sleeps on the futex. */
+        if (mote__netpoll_is_poller(v))
+            mote__netpoll_break();
+        else
+            mote__os_futex_wake(&v->sleeping, 1);
         return true;
     }
     return false;
@@ -204,6 +215,15 @@ task *mote__sched_pick(worker *w)
         sched_run_timers(w);
     if (w->trim.next != INT64_MAX && (!(w->tick & 63) || w->trim.delay == 0))
         mote__memory_trim(w, mote__os_now_ns());
+    if (!(w->tick & 15) && mote__netpoll_active()) {
+        int64_t now = mote__os_now_ns();
+        if (now - w->last_poll >= NETPOLL_INTERVAL_NS) {
+            w->last_poll = now;
+            mote__netpoll_poll(w, 0);
+            if (LOAD(&w->inbox, RELAXED))
+                inbox_drain(w);
+        }
+    }
     if (w->rq_head && w->tick % 61)
         return rq_pop(w);
     if (__builtin_expect(w->starved_since != 0, 0) &&
@@ -270,8 +290,17 @@ static void sched_stop_all(void)
 
 static void sched_idle(worker *w)
 {
+    bool polling = mote__netpoll_active();
+    if (polling) {
+        w->last_poll = mote__os_now_ns();
+        if (mote__netpoll_poll(w, 0) > 0 && (w->rq_head || LOAD(&w->inbox, RELAXED)))
+            return;
+    }
+    /* Spinning catches wake-ups from other workers; a lone worker has none
+     * to wait for (its I/O comes through the poll). */
+    int rounds = rt.nworkers > 1 ? SCHED_SPIN_ROUNDS : 0;
     FETCH_ADD(&rt.nspinning, 1, SEQ_CST);
-    for (int i = 0; i < SCHED_SPIN_ROUNDS; i++) {
+    for (int i = 0; i < rounds; i++) {
         if (sched_has_work(w)) {
             FETCH_SUB(&rt.nspinning, 1, SEQ_CST);
             return;
@@ -310,7 +339,9 @@ static void sched_idle(worker *w)
                 if (wait < 0)
                     wait = 0;
             }
-            if (wait != 0)
+            /* One idle worker waits in epoll, so a ready socket wakes a
+             * task at once; the others sleep on their futex. */
+            if (wait != 0 && !(polling && mote__netpoll_poll(w, wait) >= 0))
                 mote__os_futex_wait(&w->sleeping, 1, wait);
         }
         if (counted) {
@@ -345,12 +376,15 @@ static void sched_loop(worker *w)
 static void *sched_thread(void *arg)
 {
     worker *w = arg;
+    sigset_t mask;
     mote__worker_self = w;
+    mote__os_sigpipe_block(&mask); /* see fdio.c */
     mote__overflow_thread_init();
     sanfiber_thread_init(&w->san);
     sched_loop(w);
     sanfiber_thread_fini(&w->san);
     mote__overflow_thread_fini();
+    mote__os_sigpipe_restore(&mask);
     mote__worker_self = NULL;
     return NULL;
 }
@@ -393,6 +427,8 @@ static int sched_config(run_config *c)
     c->stack_size = (size_t)v;
     mote__option_read(OPT_STACK_TRIM, &v);
     c->trim = (int)v;
+    mote__option_read(OPT_BLOCKING_THREADS, &v);
+    c->blocking_threads = (uint32_t)v;
     mote__option_read(OPT_STACK_GUARD, &v);
     c->guard_mprotect = v == 1;
     mote__option_read(OPT_MEMLIMIT, &v);
@@ -470,6 +506,7 @@ int mote_run(mote_fn main_fn, void *arg)
     }
     mote__overflow_install();
     mote__stack_configure(rt.cfg.guard_mprotect);
+    mote__offload_configure(rt.cfg.blocking_threads);
     int n = rt.cfg.workers;
     worker *ws = mote_aligned_alloc(64, sizeof(worker) * (size_t)n);
     if (!ws) {
@@ -522,6 +559,8 @@ int mote_run(mote_fn main_fn, void *arg)
     COUNT(&w0->n_spawned, 1);
     rq_push(w0, m);
 
+    sigset_t mask;
+    mote__os_sigpipe_block(&mask);
     mote__overflow_thread_init();
     sanfiber_thread_init(&w0->san);
     int started = 1;
@@ -537,6 +576,7 @@ int mote_run(mote_fn main_fn, void *arg)
     sched_loop(w0);
     sanfiber_thread_fini(&w0->san);
     mote__overflow_thread_fini();
+    mote__os_sigpipe_restore(&mask);
     mote__worker_self = NULL;
     sched_teardown(started);
     r = rt.result;

@@ -35,6 +35,7 @@
 #include "list.h"
 #include "mote.h"
 #include "park.h"
+#include "task.h"
 
 typedef struct waiter waiter;
 struct waiter {
@@ -66,6 +67,14 @@ static inline void mote__waiter_init(waiter *w, task *self) { *w = (waiter){.t =
 /* Publishes w at the back (or front) of q; lock held, by w's own task. */
 void mote__waitq_publish(mote_waitq *q, int *lock, waiter *w, void *obj);
 void mote__waitq_publish_front(mote_waitq *q, int *lock, waiter *w, void *obj);
+
+/* Chains w into the current task's records without a queue: a wait that
+ * only needs teardown's discard hook (mote_offload). */
+static inline void mote__waitq_attach(waiter *w)
+{
+    w->also = w->t->waits;
+    w->t->waits = w;
+}
 
 /* Takes w out of its queue; lock held. */
 static inline void mote__waitq_unlink(waiter *w)

@@ -107,12 +107,52 @@ void mote__os_signal_forward(int sig, siginfo_t *si, void *uc,
  * was made). */
 void *mote__os_altstack_init(size_t size);
 void mote__os_altstack_fini(void *mem, size_t size);
+/* Blocks SIGPIPE on the calling thread (a write to a broken pipe then
+ * fails with EPIPE instead of killing the process), saving the old mask. */
+void mote__os_sigpipe_block(sigset_t *old);
+/* Takes any SIGPIPE left pending on this thread, then restores old. */
+void mote__os_sigpipe_restore(const sigset_t *old);
 /* Starts a detached helper thread with every signal blocked (it must never
  * run a program's signal handler); stack_size 0 is the default.  0 or
  * -errno. */
 int mote__os_thread_start(void *(*fn)(void *), void *arg, size_t stack_size);
 /* Names the calling thread (shown by ps, top and debuggers). */
 void mote__os_thread_name(const char *name);
+
+/* ---- readiness polling (poll.c): epoll and eventfd ---- */
+
+/* A new epoll instance (close-on-exec): fd or -errno. */
+int mote__os_poll_create(void);
+/* Registers fd edge-triggered for input, output, peer hang-up and errors,
+ * with data as its tag (replacing an earlier registration of fd).  0,
+ * -EPERM (a regular file or directory: epoll refuses it), or another
+ * -errno. */
+int mote__os_poll_add(int epfd, int fd, uint64_t data);
+int mote__os_poll_del(int epfd, int fd);
+
+/* One ready descriptor: its tag and what happened. */
+typedef struct os_poll_event {
+    uint64_t data;
+    uint32_t readable : 1, writable : 1, error : 1;
+} os_poll_event;
+/* Waits up to timeout_ns (< 0 forever, 0 not at all) for events; returns
+ * how many were stored (0 on timeout or a signal) or -errno. */
+int mote__os_poll_wait(int epfd, os_poll_event *ev, int max, int64_t timeout_ns);
+
+/* An eventfd (non-blocking, close-on-exec) to interrupt a poll: fd or -errno. */
+int mote__os_event_create(void);
+void mote__os_event_signal(int efd);
+void mote__os_event_drain(int efd);
+
+/* ---- descriptors (fd.c) ---- */
+
+enum os_fd_kind { OS_FD_STREAM = 1, OS_FD_DGRAM, OS_FD_PIPE, OS_FD_FILE, OS_FD_OTHER };
+/* What fd is: a stream or datagram socket, a pipe/FIFO, a regular file
+ * (or block device or directory), or something else (tty, eventfd ...).
+ * -errno (e.g. -EBADF) when it is not an open descriptor. */
+int mote__os_fd_kind(int fd);
+/* Makes fd non-blocking (one fcntl when it already is). 0 or -errno. */
+int mote__os_fd_nonblock(int fd);
 
 /* ---- symbols (symbol.c) ---- */
 

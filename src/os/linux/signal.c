@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <time.h>
 
 int mote__os_signal_install(int sig, void (*handler)(int, siginfo_t *, void *),
                             struct sigaction *prev)
@@ -59,6 +60,25 @@ void mote__os_altstack_fini(void *mem, size_t size)
     stack_t ss = {.ss_sp = NULL, .ss_size = 0, .ss_flags = SS_DISABLE};
     sigaltstack(&ss, NULL);
     munmap(mem, size);
+}
+
+void mote__os_sigpipe_block(sigset_t *old)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, old);
+}
+
+void mote__os_sigpipe_restore(const sigset_t *old)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    struct timespec zero = {0, 0};
+    while (sigtimedwait(&set, NULL, &zero) == SIGPIPE)
+        ;
+    pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
 int mote__os_thread_start(void *(*fn)(void *), void *arg, size_t stack_size)

@@ -1,0 +1,308 @@
+/*
+ * fdio.c - task-aware descriptor I/O: mote_wait_fd, mote_read,
+ * mote_write, mote_accept, mote_connect and mote_close.  Each call tries
+ * the system call first (descriptors are non-blocking) and parks the task
+ * on the netpoller only when it would block (netpoll.h has the readiness
+ * protocol).  Regular files, which epoll refuses, are read and written on
+ * the blocking pool instead, so no worker ever waits for a disk.
+ *
+ * Signals: writes to sockets use MSG_NOSIGNAL; a write to a pipe whose
+ * reader is gone raises SIGPIPE synchronously on the writing thread, which
+ * mote blocks on its workers for the run and consumes here, so the caller
+ * gets -EPIPE and the process is never killed.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "atomic.h"
+#include "netpoll.h"
+#include "park.h"
+
+static int fdio_check(int fd)
+{
+    if (!mote__self())
+        return -EPERM;
+    if (fd < 0)
+        return -EBADF;
+    return 0;
+}
+
+int mote_wait_fd(int fd, int events, int64_t timeout_ns)
+{
+    int r = fdio_check(fd);
+    if (r)
+        return r;
+    if (events == 0 || (events & ~(MOTE_READABLE | MOTE_WRITABLE)))
+        return -EINVAL;
+    pdesc *pd;
+    if ((r = mote__netpoll_get(fd, false, &pd)))
+        return r;
+    if (pd->kind == PD_FILE)
+        return events; /* regular files are always ready */
+    int64_t deadline = mote__park_deadline(timeout_ns);
+    short want = (short)(((events & MOTE_READABLE) ? POLLIN : 0) |
+                         ((events & MOTE_WRITABLE) ? POLLOUT : 0));
+    int dirs = ((events & MOTE_READABLE) ? PD_WANT_READ : 0) |
+               ((events & MOTE_WRITABLE) ? PD_WANT_WRITE : 0);
+    for (;;) {
+        /* A flag at 0 means "not ready": every call that clears it checks
+         * the kernel right after, and an edge sets it again.  Only then can
+         * the task wait without asking. */
+        bool maybe = false;
+        for (int d = 0; d < 2; d++)
+            maybe |= (dirs & (1 << d)) && LOAD(&pd->ready[d], ACQUIRE);
+        if (!maybe) {
+            if ((r = mote__netpoll_wait(fd, pd, dirs, deadline)))
+                return r;
+        }
+        /* Consume the readiness flags, then ask the kernel for the truth:
+         * an edge after the question sets a flag again, and the wait below
+         * sees it. */
+        if (events & MOTE_READABLE)
+            STORE(&pd->ready[PD_READ], 0, SEQ_CST);
+        if (events & MOTE_WRITABLE)
+            STORE(&pd->ready[PD_WRITE], 0, SEQ_CST);
+        struct pollfd p = {.fd = fd, .events = want};
+        if (poll(&p, 1, 0) < 0 && errno != EINTR)
+            return -errno;
+        if (p.revents & POLLNVAL)
+            return -EBADF;
+        int got = 0;
+        if (p.revents & (POLLIN | POLLHUP | POLLERR | POLLRDHUP))
+            got |= events & MOTE_READABLE;
+        if (p.revents & (POLLOUT | POLLHUP | POLLERR))
+            got |= events & MOTE_WRITABLE;
+        if (got) {
+            /* the descriptor stays ready for the call that follows */
+            if (got & MOTE_READABLE)
+                STORE(&pd->ready[PD_READ], 1, RELAXED);
+            if (got & MOTE_WRITABLE)
+                STORE(&pd->ready[PD_WRITE], 1, RELAXED);
+            return got;
+        }
+        if ((r = mote__netpoll_wait(fd, pd, dirs, deadline)))
+            return r;
+    }
+}
+
+typedef struct file_io {
+    int fd;
+    void *buf;
+    size_t n;
+    bool write;
+} file_io;
+
+static intptr_t file_io_run(void *arg)
+{
+    file_io *io = arg;
+    ssize_t r = io->write ? write(io->fd, io->buf, io->n) : read(io->fd, io->buf, io->n);
+    return r >= 0 ? r : -errno;
+}
+
+static ssize_t file_io_offload(int fd, void *buf, size_t n, bool write)
+{
+    file_io io = {fd, buf, n, write};
+    return (ssize_t)mote_offload(file_io_run, &io);
+}
+
+ssize_t mote_read(int fd, void *buf, size_t n, int64_t timeout_ns)
+{
+    int r = fdio_check(fd);
+    if (r)
+        return r;
+    if (!buf && n)
+        return -EFAULT;
+    pdesc *pd;
+    if ((r = mote__netpoll_get(fd, false, &pd)))
+        return r;
+    if (pd->kind == PD_FILE)
+        return file_io_offload(fd, buf, n, false);
+    int64_t deadline = mote__park_deadline(timeout_ns);
+    for (;;) {
+        if (XCHG(&pd->ready[PD_READ], 0, ACQUIRE)) {
+            ssize_t k = read(fd, buf, n);
+            if (k >= 0) {
+                /* A short read of a byte stream took all there was: the
+                 * next read waits for an edge without trying.  Otherwise
+                 * more may be there. */
+                if ((size_t)k == n || pd->kind != PD_STREAM || k == 0)
+                    STORE(&pd->ready[PD_READ], 1, RELAXED);
+                return k;
+            }
+            if (errno == EINTR) {
+                STORE(&pd->ready[PD_READ], 1, RELAXED);
+                continue;
+            }
+            if (errno != EAGAIN) { /* errors persist: the next call sees it */
+                int e = errno;
+                STORE(&pd->ready[PD_READ], 1, RELAXED);
+                return -e;
+            }
+        }
+        if ((r = mote__netpoll_wait(fd, pd, PD_WANT_READ, deadline)))
+            return r;
+    }
+}
+
+/* Writes to a pipe: a SIGPIPE it raised is pending (workers block it);
+ * take it, so it is not delivered later. */
+static void fdio_eat_sigpipe(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    struct timespec zero = {0, 0};
+    sigtimedwait(&set, NULL, &zero);
+}
+
+static ssize_t fdio_write_once(pdesc *pd, int fd, const char *p, size_t n)
+{
+    if (pd->kind == PD_STREAM || pd->kind == PD_DGRAM)
+        return send(fd, p, n, MSG_NOSIGNAL);
+    ssize_t k = write(fd, p, n);
+    if (k < 0 && errno == EPIPE) {
+        fdio_eat_sigpipe();
+        errno = EPIPE;
+    }
+    return k;
+}
+
+ssize_t mote_write(int fd, const void *buf, size_t n, int64_t timeout_ns)
+{
+    int r = fdio_check(fd);
+    if (r)
+        return r;
+    if (!buf && n)
+        return -EFAULT;
+    pdesc *pd;
+    if ((r = mote__netpoll_get(fd, false, &pd)))
+        return r;
+    if (pd->kind == PD_FILE) {
+        size_t done = 0;
+        while (done < n) {
+            ssize_t k = file_io_offload(fd, (char *)buf + done, n - done, true);
+            if (k <= 0)
+                return done ? (ssize_t)done : k ? k : -EIO;
+            done += (size_t)k;
+        }
+        return (ssize_t)n;
+    }
+    int64_t deadline = mote__park_deadline(timeout_ns);
+    const char *p = buf;
+    size_t done = 0;
+    do {
+        if (XCHG(&pd->ready[PD_WRITE], 0, ACQUIRE)) {
+            ssize_t k = fdio_write_once(pd, fd, p + done, n - done);
+            if (k >= 0) {
+                done += (size_t)k;
+                if (done == n) { /* room may be left: keep it ready */
+                    STORE(&pd->ready[PD_WRITE], 1, RELAXED);
+                    break;
+                }
+                if (pd->kind != PD_STREAM && pd->kind != PD_PIPE)
+                    STORE(&pd->ready[PD_WRITE], 1, RELAXED);
+                continue; /* a short write: the buffer is full, wait */
+            }
+            if (errno == EINTR) {
+                STORE(&pd->ready[PD_WRITE], 1, RELAXED);
+                continue;
+            }
+            if (errno != EAGAIN) {
+                int e = errno;
+                STORE(&pd->ready[PD_WRITE], 1, RELAXED);
+                return done ? (ssize_t)done : -e;
+            }
+        }
+        if ((r = mote__netpoll_wait(fd, pd, PD_WANT_WRITE, deadline)))
+            return done ? (ssize_t)done : r;
+    } while (done < n);
+    return (ssize_t)done;
+}
+
+int mote_accept(int lfd, struct sockaddr *addr, socklen_t *addrlen, int64_t timeout_ns)
+{
+    int r = fdio_check(lfd);
+    if (r)
+        return r;
+    if (addr && !addrlen)
+        return -EFAULT;
+    pdesc *pd;
+    if ((r = mote__netpoll_get(lfd, false, &pd)))
+        return r;
+    int64_t deadline = mote__park_deadline(timeout_ns);
+    for (;;) {
+        if (XCHG(&pd->ready[PD_READ], 0, ACQUIRE)) {
+            int fd = accept4(lfd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd >= 0) {
+                /* more connections may be queued */
+                STORE(&pd->ready[PD_READ], 1, RELAXED);
+                return fd;
+            }
+            switch (errno) {
+            case EAGAIN: break;
+            case EINTR:
+            case ECONNABORTED: /* the peer gave up already: take the next */
+                STORE(&pd->ready[PD_READ], 1, RELAXED);
+                continue;
+            default:
+                /* EMFILE & co.: the condition may pass; stay ready */
+                STORE(&pd->ready[PD_READ], 1, RELAXED);
+                return -errno;
+            }
+        }
+        if ((r = mote__netpoll_wait(lfd, pd, PD_WANT_READ, deadline)))
+            return r;
+    }
+}
+
+int mote_connect(int fd, const struct sockaddr *addr, socklen_t len, int64_t timeout_ns)
+{
+    int r = fdio_check(fd);
+    if (r)
+        return r;
+    if (!addr)
+        return -EFAULT;
+    pdesc *pd;
+    if ((r = mote__netpoll_get(fd, false, &pd)))
+        return r;
+    STORE(&pd->ready[PD_WRITE], 0, RELAXED);
+    if (connect(fd, addr, len) == 0) {
+        STORE(&pd->ready[PD_WRITE], 1, RELAXED);
+        return 0;
+    }
+    if (errno != EINPROGRESS && errno != EINTR)
+        return -errno;
+    int64_t deadline = mote__park_deadline(timeout_ns);
+    for (;;) {
+        r = mote__netpoll_wait(fd, pd, PD_WANT_WRITE, deadline);
+        if (r)
+            return r;
+        int err = 0;
+        socklen_t el = sizeof err;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+            return -errno;
+        if (err)
+            return -err;
+        /* writable and no error: connected (a spurious edge would show
+         * ENOTCONN from getpeername) */
+        struct sockaddr_storage peer;
+        socklen_t pl = sizeof peer;
+        if (getpeername(fd, (struct sockaddr *)&peer, &pl) == 0)
+            return 0;
+        if (errno != ENOTCONN)
+            return -errno;
+        STORE(&pd->ready[PD_WRITE], 0, RELAXED);
+    }
+}
+
+int mote_close(int fd)
+{
+    if (fd < 0)
+        return -EBADF;
+    mote__netpoll_close(fd);
+    return close(fd) == 0 ? 0 : -errno;
+}

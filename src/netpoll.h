@@ -1,0 +1,80 @@
+/*
+ * netpoll.h - the netpoller: one epoll instance for the process, each
+ * descriptor registered once (edge-triggered), its readiness tracked in a
+ * per-descriptor record (pdesc) and tasks parked on it until an edge.
+ *
+ * A pdesc is found by fd number in a two-level table; `seq` changes when
+ * mote_close closes the descriptor, so an event or a waiter of an earlier
+ * descriptor with the same number is recognised and ignored.
+ *
+ * Readiness protocol (per direction, `ready` is atomic, waiters are under
+ * `lock`):
+ *   the poller, on an edge:       lock; ready = 1; claim every waiter; unlock
+ *   a task before its system call: ready = 0 (it consumes the readiness)
+ *   a task after EAGAIN:           lock; if ready: retry; else publish a
+ *                                  record and park; unlock
+ * so an edge between the system call and the park is never lost.  After a
+ * short read of a byte stream (all there was) ready stays 0 and the next read
+ * parks without trying; otherwise ready is set back to 1, so the next call
+ * tries the system call first.
+ */
+#ifndef MOTE_NETPOLL_H
+#define MOTE_NETPOLL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mote.h"
+
+enum pd_kind { PD_STREAM = 1, PD_DGRAM, PD_PIPE, PD_FILE, PD_OTHER };
+enum { PD_READ = 0, PD_WRITE = 1 };
+enum { PD_WANT_READ = 1 << PD_READ, PD_WANT_WRITE = 1 << PD_WRITE };
+
+typedef struct pdesc {
+    int lock;              /* spin.h: waiters and registration */
+    uint32_t seq;          /* bumped by mote_close */
+    uint32_t gen;          /* netpoll generation registered in; 0 never */
+    uint8_t kind;          /* enum pd_kind, valid once registered */
+    uint8_t ready[2];      /* atomic, per direction */
+    mote_waitq waiters[2]; /* per direction */
+} pdesc;
+
+struct worker;
+
+/* The pdesc of fd, registered with the poller and made non-blocking on
+ * first use (nonblock_known: the caller created it O_NONBLOCK).  0, or
+ * -EBADF, -ENOMEM, or another -errno from registration. */
+int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out);
+
+/* Parks the current task until one of the directions in dirs
+ * (PD_WANT_READ | PD_WANT_WRITE) of pd is ready or deadline passes
+ * (mote__park_deadline clock; < 0 forever).  0 (ready: try again),
+ * -ETIMEDOUT, -ECANCELED (mote_close), -EPERM outside a task. */
+int mote__netpoll_wait(int fd, pdesc *pd, int dirs, int64_t deadline);
+
+/* mote_close's share: wakes every waiter of fd with -ECANCELED and forgets
+ * the registration (the descriptor number may be reused). */
+void mote__netpoll_close(int fd);
+
+/* Whether any descriptor was ever registered: only then does a worker
+ * poll. */
+bool mote__netpoll_active(void);
+
+/* Processes ready events: waits up to timeout_ns (0: just looks).  Called
+ * by workers (w) from scheduling points and, when idle, as the one blocked
+ * poller.  Returns the number of events, or -EBUSY when another worker is
+ * already the blocked poller (then sleep on the futex instead). */
+int mote__netpoll_poll(struct worker *w, int64_t timeout_ns);
+
+/* Interrupts the blocked poller (a wake for the worker that polls). */
+void mote__netpoll_break(void);
+/* Whether w is the worker blocked in epoll right now. */
+bool mote__netpoll_is_poller(const struct worker *w);
+
+/* Tasks parked on descriptors right now, and registered descriptors. */
+uint64_t mote__netpoll_waiting(void);
+uint64_t mote__netpoll_fds(void);
+/* Polls that found events, and the events they found. */
+void mote__netpoll_stats(uint64_t *polls, uint64_t *events);
+
+#endif /* MOTE_NETPOLL_H */
