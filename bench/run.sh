@@ -298,7 +298,7 @@ malloc_section() {
     fi
     REP=0
     say "allocators (bench/malloc/run.sh --$MODE, $REPS repetitions, alternating inside)"
-    STREAM_ERR=1 run_one malloc.txt 900 "malloc/run.sh" -- env BENCH_BUILD_DIR="$BUILD_DIR" \
+    STREAM_ERR=1 run_one malloc.txt 2400 "malloc/run.sh" -- env BENCH_BUILD_DIR="$BUILD_DIR" \
         BENCH_MODE="$MODE" BENCH_REPS="$REPS" bash "$script" --"$MODE"
 }
 

@@ -3,12 +3,24 @@
 # and mimalloc, every one through LD_PRELOAD on the same binaries, in one run.
 #
 #   bench/malloc/run.sh [--quick|--full] [--reps N] [--json PATH] [--csv PATH]
-#                       [--only mallocbench,xthread,freeidle]
+#                       [--only mallocbench,xthread,freeidle,...]
 #
 #   mallocbench  random 16 B..4 KiB malloc/free per thread, 1, 2 and 8 threads
 #   xthread      producer/consumer, most frees on another thread (1 and 2 pairs)
 #   freeidle     4 threads allocate 2 GiB (--quick: 512 MiB) in mixed sizes,
 #                free it all, idle 3 s (1.5 s) while RSS is sampled every 100 ms
+# Round two (docs/heap-round2-plan.md):
+#   large        malloc/touch/free of one 256 KiB, 1, 4, 32 MiB block in a loop
+#                (time per op, page faults per op after the first pass)
+#   survivors    2 threads allocate 1 GiB in mixed sizes, free 63 of every 64
+#                blocks, idle 2 s while RSS is sampled (RSS at 1 s)
+#   larson       server churn: blocks swapped between threads' slots, threads
+#                exit and successors inherit their blocks (2; --full: 2, 8)
+#   threadreq    a thread per request leaving one 64 B object behind
+#   prodcons     long producer/consumer churn with shifting sizes, 2 pairs
+#   xtstab       xthread with 1 pair run 5 times in a row (bimodality)
+#   profile      mallocbench, 2 threads, with MOTE_MALLOC_PROFILE set (mote
+#                only; the line says whether a profile was written)
 #
 # Allocators alternate: repetition r starts with the r-th one.  Every run
 # prints one key=value line (bench= alloc= threads= mops= peak_rss= rep=, or
@@ -24,7 +36,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 MODE=${BENCH_MODE:-quick}
 REPS=${BENCH_REPS:-3}
 JSON= CSV=
-ONLY=mallocbench,xthread,freeidle
+ONLY=mallocbench,xthread,freeidle,large,survivors,larson,threadreq,prodcons,xtstab,profile
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) MODE=quick ;;
@@ -33,7 +45,7 @@ while [ $# -gt 0 ]; do
     --json) JSON=$(realpath -m "$2"); shift ;;
     --csv) CSV=$(realpath -m "$2"); shift ;;
     --only) ONLY=$2; shift ;;
-    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "malloc/run.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -54,7 +66,7 @@ else
     cmake --build "$B" -j2 --target mote-malloc >/dev/null ||
         { echo "malloc/run.sh: building libmote-malloc.so failed" >&2; exit 1; }
     mkdir -p "$B/bench/malloc"
-    for p in mallocbench xthread freeidle; do
+    for p in mallocbench xthread freeidle largeloop survivors larson threadreq prodcons; do
         cc -O2 -pthread -o "$B/bench/malloc/$p" "$ROOT/bench/malloc/$p.c" ||
             { echo "malloc/run.sh: building $p failed" >&2; exit 1; }
     done
@@ -85,9 +97,17 @@ done
 
 if [ "$MODE" = full ]; then
     MB_OPS=40000000 XT_BLOCKS=8000000 FI_MB=2048 FI_IDLE=3000
+    LL_SECS=2 LL_BYTES=$((16 << 30)) LA_THREADS="2 8" LA_OPS=200000 TR_REQS=5000
+    PC_MSGS=6000000 XS_BLOCKS=3000000
 else
     MB_OPS=12000000 XT_BLOCKS=3000000 FI_MB=512 FI_IDLE=1500
+    LL_SECS=1 LL_BYTES=$((8 << 30)) LA_THREADS="2" LA_OPS=100000 TR_REQS=3000
+    PC_MSGS=3000000 XS_BLOCKS=2000000
 fi
+# survivors is the issue's exact case in both modes: 1 GiB, 2 threads, 1/64.
+# threadreq stays at 5000 requests in --full: jemalloc takes ~10 ms per
+# request here (a fresh thread faults in its whole tcache), 200 s at 20000.
+SV_MB=1024 SV_IDLE=2000
 
 RAW=$(mktemp)
 trap 'rm -f "$RAW"' EXIT
@@ -97,13 +117,16 @@ one() { # alloc rep program args...
     local a=$1 rep=$2
     shift 2
     local out
-    out=$(env LD_PRELOAD="${LIB[$a]}" timeout --signal=KILL 300 "$@" 2>/dev/null)
+    out=$(env ${EXTRA_ENV:-} LD_PRELOAD="${LIB[$a]}" timeout --signal=KILL 300 "$@" 2>/dev/null)
     local rc=$?
     if [ $rc -ne 0 ]; then
         echo "# $a: $* failed rc=$rc" >&2
         return
     fi
-    grep '=' <<<"$out" | sed "s/^/alloc=$a /; s/\$/ rep=$rep/" | tee -a "$RAW"
+    # BENCH_AS renames the bench= of the lines (a second use of a program
+    # must not mix into the first one's table); TAG adds key=value pairs.
+    [ -n "${BENCH_AS:-}" ] && out=$(sed "s/bench=[^ ]*/bench=$BENCH_AS/" <<<"$out")
+    grep '=' <<<"$out" | sed "s/^/alloc=$a /; s/\$/ rep=$rep${TAG:-}/" | tee -a "$RAW"
 }
 
 want() { case ",$ONLY," in *",$1,"*) return 0 ;; esac; return 1; }
@@ -122,6 +145,45 @@ for ((rep = 1; rep <= REPS; rep++)); do
         fi
         if want freeidle; then
             one "$a" "$rep" "$BIN/freeidle" $FI_MB $FI_IDLE 4
+        fi
+        if want large; then
+            for kib in 256 1024 4096 32768; do
+                it=$((LL_BYTES / (kib << 10)))
+                [ $it -gt 50000 ] && it=50000
+                one "$a" "$rep" "$BIN/largeloop" $kib $it $LL_SECS
+            done
+        fi
+        if want survivors; then
+            one "$a" "$rep" "$BIN/survivors" $SV_MB $SV_IDLE 2 64
+        fi
+        if want larson; then
+            for th in $LA_THREADS; do one "$a" "$rep" "$BIN/larson" $th 10 $LA_OPS 8000 16 1000; done
+        fi
+        if want threadreq; then
+            one "$a" "$rep" "$BIN/threadreq" $TR_REQS 2 200
+        fi
+        if want prodcons; then
+            one "$a" "$rep" "$BIN/prodcons" 2 $PC_MSGS 2000 250000
+        fi
+        if want xtstab; then # five fresh processes in a row: is it bimodal?
+            for k in 1 2 3 4 5; do
+                BENCH_AS=xtstab TAG=" run=$k" one "$a" "$rep" "$BIN/xthread" 1 $XS_BLOCKS
+            done
+        fi
+        if want profile && [ "$a" = mote ]; then
+            # The same program with the sampling heap profiler asked for and
+            # not; once the profiler exists the file shows it ran.
+            pf=$(mktemp -u /tmp/mote-prof.XXXXXX)
+            for pr in off on; do
+                if [ $pr = on ]; then
+                    EXTRA_ENV="MOTE_MALLOC_PROFILE=$pf" BENCH_AS=profile-on one "$a" "$rep" "$BIN/mallocbench" 2 $((MB_OPS / 2))
+                    w=0; [ -s "$pf" ] && w=1
+                    echo "alloc=$a bench=profile-file written=$w rep=$rep" | tee -a "$RAW"
+                    rm -f "$pf"*
+                else
+                    BENCH_AS=profile-off one "$a" "$rep" "$BIN/mallocbench" 2 $((MB_OPS / 2))
+                fi
+            done
         fi
     done
 done
@@ -190,6 +252,72 @@ if idle:
         print("  %-9s %10.1f %10.1f %s %s %s %s" % (a, pk / MB, bf / MB, fmt(v["0.5"]), fmt(v["1"]), fmt(v["2"]), fmt(last)))
         out["free_idle"].append({"alloc": a, "peak": pk, "rss_at_free": bf, "rss_0_5s": v["0.5"], "rss_1s": v["1"],
                                  "rss_2s": v["2"], "rss_last": last})
+# ---- round two (docs/heap-round2-plan.md): medians, mote / best peer ----
+ORDER = ["mote", "glibc", "tcmalloc", "jemalloc", "mimalloc"]
+def table(title, key, rows_of, cols):
+    # rows_of: list of (label, {alloc: [dicts]}); cols: [(name, fn(list of dicts) -> value, fmt, lower_better)]
+    if not rows_of:
+        return
+    print("\n" + title)
+    for label, per in rows_of:
+        print("  " + label)
+        best = {}
+        for name, fn, fm, lower in cols:
+            pv = {a: fn(v) for a, v in per.items() if a != "mote" and fn(v) is not None}
+            if pv:
+                best[name] = (min if lower else max)(pv.values())
+        for a in ORDER:
+            if a not in per: continue
+            cells = []
+            for name, fn, fm, lower in cols:
+                v = fn(per[a])
+                r = ""
+                if a == "mote" and v and best.get(name):
+                    r = " (%.2fx best)" % (v / best[name])
+                cells.append("%s=%s%s" % (name, fm(v) if v is not None else "-", r))
+            print("    %-9s %s" % (a, "  ".join(cells)))
+        out.setdefault("round2", []).append({"bench": key, "case": label,
+            "medians": {a: {name: fn(per[a]) for name, fn, fm, lower in cols} for a in per}})
+def med(key):
+    return lambda L: st([f(d.get(key)) for d in L])[0]
+mib = lambda x: "%.1fMiB" % (x / MB)
+grp = {}
+for d in rows:
+    grp.setdefault(d.get("bench"), []).append(d)
+def by(bench, labelf):
+    res = {}
+    for d in grp.get(bench, []):
+        res.setdefault(labelf(d), {}).setdefault(d["alloc"], []).append(d)
+    return sorted(res.items())
+table("large blocks in a loop (malloc, touch every page, free)", "large",
+      by("large", lambda d: "%d KiB" % (int(d["size"]) >> 10)),
+      [("ns/op", med("ns_per_op"), lambda v: "%.0f" % v, True), ("faults/op", med("faults_per_op"), lambda v: "%.2f" % v, True),
+       ("peak", med("peak_rss"), mib, True)])
+table("survivors: 1 GiB mixed, 63/64 freed, idle", "survivors",
+      by("survivors", lambda d: "2 threads") if any("rss_1s" in d for d in grp.get("survivors", [])) else [],
+      [("rss_1s", lambda L: st([f(d.get("rss_1s")) for d in L if "rss_1s" in d])[0], mib, True),
+       ("peak", lambda L: st([f(d.get("peak")) for d in L if "peak" in d])[0], mib, True),
+       ("live", lambda L: st([f(d.get("live")) for d in L if "live" in d])[0], mib, True)])
+for b, lab in (("larson", "threads"), ("prodcons", "threads")):
+    table("%s (secs, peak RSS)" % b, b, by(b, lambda d: "%s threads" % d.get("threads")),
+          [("secs", med("secs"), lambda v: "%.3f" % v, True), ("peak", med("peak_rss"), mib, True)])
+table("thread per request", "threadreq", by("threadreq", lambda d: "%s at a time" % d.get("threads")),
+      [("us/req", med("us_per_req"), lambda v: "%.1f" % v, True), ("peak", med("peak_rss"), mib, True),
+       ("end", med("rss_end"), mib, True)])
+def stab(L):
+    per = {}
+    for d in L:
+        per.setdefault(d.get("rep"), []).append(f(d.get("secs")))
+    r = [max(v) / min(v) for v in per.values() if v and min(v) > 0]
+    return st(r)[0]
+table("xthread 1 pair, 5 runs in a row: slowest/fastest", "xtstab", by("xtstab", lambda d: "1 pair"),
+      [("max/min", stab, lambda v: "%.2f" % v, True), ("secs", med("secs"), lambda v: "%.3f" % v, True)])
+pon = [f(d.get("mops")) for d in grp.get("profile-on", [])]
+poff = [f(d.get("mops")) for d in grp.get("profile-off", [])]
+if pon and poff:
+    w = [d.get("written") for d in grp.get("profile-file", [])]
+    print("\nmallocbench 2 threads, profiler asked for / not: %.1f / %.1f Mops/s = %.3fx (profile written: %s)"
+          % (st(pon)[0], st(poff)[0], st(pon)[0] / st(poff)[0], ",".join(w) or "-"))
 if jpath:
     json.dump(out, open(jpath, "w"), indent=1)
     print("\n# wrote " + jpath)

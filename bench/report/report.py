@@ -164,6 +164,10 @@ def case_label(n, mode):
 ALLOC_ORDER = ["mote", "glibc", "tcmalloc", "jemalloc", "mimalloc", "go"]
 ALLOC_COLORS = {"mote": "#1f77b4", "glibc": "#7f7f7f", "tcmalloc": "#ff7f0e", "jemalloc": "#2ca02c",
                 "mimalloc": "#9467bd", "go": "#d62728"}
+# bench/malloc/run.sh's round-two programs: their own section, not the
+# generic throughput and free-then-idle tables.
+ROUND2_BENCHES = {"large", "survivors", "larson", "threadreq", "prodcons", "xtstab", "profile-on", "profile-off",
+                  "profile-file"}
 PALETTE = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
            "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"]
 
@@ -729,6 +733,8 @@ class Report:
             if not a:
                 continue
             b = self.bench_name(d)
+            if b in ROUND2_BENCHES:
+                continue  # section_malloc2
             if "t_ms" in d and num(d, "rss", "rss_bytes") is not None:
                 idle.setdefault((b, a), {}).setdefault(d.get("rep", "0"), []).append((num(d, "t_ms") / 1000, num(d, "rss", "rss_bytes")))
                 continue
@@ -853,6 +859,202 @@ class Report:
             self.charts.append("free_idle_rss.svg")
             md.append("![free then idle](free_idle_rss.svg)\n")
 
+    # ---------------------------------------------------------- allocators, round two
+    def malloc2_rows(self, bench):
+        """alloc -> list of dicts for one bench of bench/malloc/run.sh."""
+        res = {}
+        for d in self.malloc:
+            if self.bench_name(d) == bench and self.alloc_name(d):
+                res.setdefault(self.alloc_name(d), []).append(d)
+        return res
+
+    @staticmethod
+    def alloc_sorted(allocs):
+        return sorted(allocs, key=lambda a: (ALLOC_ORDER.index(a) if a in ALLOC_ORDER else 9, a))
+
+    def best_peer(self, per, f, lower=True):
+        """(name, median) of the best peer by f(list of dicts) -> Stat."""
+        pv = {a: f(v).med for a, v in per.items() if a != "mote" and f(v)}
+        if not pv:
+            return None, None
+        b = (min if lower else max)(pv, key=pv.get)
+        return b, pv[b]
+
+    def churn_table(self, bench, title, what, key, labelf, timef, timefmt, area_note):
+        """Time and peak RSS beside every peer; summary: peak <= 1.1x the
+        leanest peer, time <= 1.1x the fastest peer (the noise band)."""
+        md = self.md
+        rows = {}
+        for a, L in self.malloc2_rows(bench).items():
+            for d in L:
+                rows.setdefault(labelf(d), {}).setdefault(a, []).append(d)
+        if not rows:
+            return
+        md.append("**%s** — %s\n" % (title, what))
+        allocs = self.alloc_sorted({a for r in rows.values() for a in r})
+        md.append("| case | " + " | ".join(allocs) + " | mote: time vs fastest peer | mote: peak RSS vs leanest peer |")
+        md.append("|---|" + "---|" * (len(allocs) + 2))
+        tf = lambda L: Stat([timef(d) for d in L])
+        pf = lambda L: Stat([num(d, "peak_rss") for d in L])
+        for label in sorted(rows, key=lambda x: (len(x), x)):
+            per = rows[label]
+            cells = []
+            for a in allocs:
+                if a not in per:
+                    cells.append("—")
+                    continue
+                cells.append("%s, %s" % (fmt_stat(tf(per[a]), timefmt), fmt_bytes(pf(per[a]).med)))
+            mt, mp = (tf(per["mote"]).med, pf(per["mote"]).med) if "mote" in per else (None, None)
+            bt, btv = self.best_peer(per, tf)
+            bp, bpv = self.best_peer(per, pf)
+            rt = "%.2f× (%s)" % (mt / btv, bt) if mt and btv else "—"
+            rp = "%.2f× (%s)" % (mp / bpv, bp) if mp and bpv else "—"
+            md.append("| %s | %s | %s | %s |" % (label, " | ".join(cells), rt, rp))
+            if mt and btv and mp and bpv:
+                self.compare("%s %s, time" % (key, label), mt, btv, peer_name=bt)
+                self.compare("%s %s, peak RSS" % (key, label), mp, bpv, words=("less memory", "more memory"),
+                             peer_name=bp)
+            ok = (mp <= 1.1 * bpv and mt <= 1.1 * btv) if (mt and btv and mp and bpv) else None
+            self.add_summary("allocator round 2", "%s (%s): peak RSS ≤ 1.1× leanest peer, time ≤ 1.1× fastest peer%s"
+                             % (key, label, area_note),
+                             "peak %s = %s; time %s = %s" % (fmt_bytes(mp), rp, timefmt(mt) if mt else "—", rt), ok)
+        md.append("")
+
+    def section_malloc2(self):
+        md = self.md
+        if not any(self.bench_name(d) in ROUND2_BENCHES for d in self.malloc):
+            return
+        md.append("## 3b. Allocators, round two\n")
+        md.append("Workloads mote was not tuned for (bench/malloc/{largeloop,survivors,larson,threadreq,prodcons}.c, "
+                  "xthread run five times in a row), every allocator through LD_PRELOAD in the same run. Cells: "
+                  "median <sub>(min–max)</sub> over repetitions; ratios are mote ÷ the best peer for that column "
+                  "(below 1 is better). Plan: docs/heap-round2-plan.md.\n")
+        # large blocks
+        per_size = {}
+        for a, L in self.malloc2_rows("large").items():
+            for d in L:
+                per_size.setdefault(int(num(d, "size", default=0)), {}).setdefault(a, []).append(d)
+        if per_size:
+            allocs = self.alloc_sorted({a for r in per_size.values() for a in r})
+            md.append("**Large blocks in a loop** — malloc, write one byte per 4 KiB page, free, again "
+                      "(bench/malloc/largeloop.c). Time per op, page faults per op after the first pass.\n")
+            md.append("| block | " + " | ".join(allocs) + " | mote vs fastest peer |")
+            md.append("|---|" + "---|" * (len(allocs) + 1))
+            tf = lambda L: Stat([num(d, "ns_per_op") for d in L])
+            ff = lambda L: Stat([num(d, "faults_per_op") for d in L])
+            for size in sorted(per_size):
+                per = per_size[size]
+                cells = ["%s, %s flt" % (fmt_stat(tf(per[a]), fmt_ns), fmt_num(ff(per[a]).med, 1)) if a in per else "—"
+                         for a in allocs]
+                b, bv = self.best_peer(per, tf)
+                mt = tf(per["mote"]).med if "mote" in per else None
+                md.append("| %s | %s | %s |" % (fmt_bytes(size), " | ".join(cells),
+                                                "%s (%s)" % (ratio_text(mt, bv), b) if mt and bv else "—"))
+                if mt and bv:
+                    self.compare("large %s loop" % fmt_bytes(size), mt, bv, peer_name=b)
+                if size == 4 * MiB:
+                    mf = ff(per["mote"]).med if "mote" in per else None
+                    ok = (mt <= 1.1 * bv and mf is not None and mf < 0.5) if (mt and bv) else None
+                    self.add_summary("allocator round 2", "alloc/free 4 MiB in a loop: ≤ 1.1× best peer's time, "
+                                     "no page faults after the first pass",
+                                     "mote %s/op, %s faults/op; best peer %s %s: %.3g×" % (
+                                         fmt_ns(mt), fmt_num(mf, 1), b, fmt_ns(bv), mt / bv) if mt and bv else "—", ok)
+            md.append("")
+        # survivors
+        sv = self.malloc2_rows("survivors")
+        if sv:
+            md.append("**Heap with survivors** — 2 threads allocate 1 GiB in mixed sizes (70% 16 B–1 KiB, 25% 1–64 KiB, "
+                      "5% 64 KiB–1 MiB, every byte written), free 63 of every 64 blocks and stay idle; RSS sampled "
+                      "every 100 ms with no allocator call (bench/malloc/survivors.c).\n")
+            md.append("| allocator | RSS all allocated | right after the frees | 0.5 s | 1 s | 2 s | live bytes |")
+            md.append("|---|---|---|---|---|---|---|")
+            series = []
+            at1 = {}
+            for a in self.alloc_sorted(sv):
+                L = sv[a]
+                summ = [d for d in L if "rss_1s" in d]
+                reps = {}
+                for d in L:
+                    if "t_ms" in d:
+                        reps.setdefault(d.get("rep", "0"), []).append((num(d, "t_ms") / 1000, num(d, "rss")))
+                def at(pts, t):
+                    c = [p for p in sorted(pts) if p[0] <= t + 0.05]
+                    return c[-1][1] if c else None
+                pts = [sorted(p) for p in reps.values()]
+                s1 = Stat([num(d, "rss_1s") for d in summ])
+                at1[a] = s1.med
+                md.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                    a, fmt_stat(Stat([num(d, "peak") for d in summ]), fmt_bytes),
+                    fmt_stat(Stat([num(d, "rss_before") for d in summ]), fmt_bytes),
+                    fmt_stat(Stat([at(p, 0.5) for p in pts]), fmt_bytes), fmt_stat(s1, fmt_bytes),
+                    fmt_stat(Stat([at(p, 2.0) for p in pts]), fmt_bytes),
+                    fmt_bytes(Stat([num(d, "live") for d in summ]).med)))
+                if pts:
+                    series.append({"name": a, "points": pts[0], "color": ALLOC_COLORS.get(a)})
+            md.append("")
+            peers1 = {a: v for a, v in at1.items() if a != "mote" and v}
+            if at1.get("mote"):
+                b = min(peers1, key=peers1.get) if peers1 else None
+                if b:
+                    self.compare("survivors: RSS 1 s after freeing 63/64", at1["mote"], peers1[b],
+                                 words=("less memory", "more memory"), peer_name=b)
+                self.add_summary("allocator round 2", "survivors (2 threads, 1 GiB, 63/64 freed): RSS ≤ 40 MiB at 1 s, "
+                                 "no call", "mote %s%s" % (fmt_bytes(at1["mote"]), "; best peer %s %s" % (
+                                     b, fmt_bytes(peers1[b])) if b else ""), at1["mote"] <= 40 * MiB)
+            if series:
+                line_chart(os.path.join(self.out, "survivors_rss.svg"),
+                           "RSS after freeing 63 of 64 blocks of 1 GiB (log y)", "seconds after the frees", "MiB",
+                           series, logy=True, xfmt=lambda v: "%g" % v, yunit=MiB, hline=(40 * MiB, "40 MiB target"))
+                self.charts.append("survivors_rss.svg")
+                md.append("![survivors](survivors_rss.svg)\n")
+        secs = lambda d: num(d, "secs")
+        self.churn_table("larson", "Server churn (larson-like)", "threads swap blocks into each other's slots while "
+                         "allocating (1 in 8 foreign), exit after a round and hand their blocks to a successor; "
+                         "10 generations (bench/malloc/larson.c). Cells: seconds, peak RSS.", "larson",
+                         lambda d: "%s threads" % d.get("threads", "?"), secs, lambda v: "%.3f s" % v, "")
+        self.churn_table("threadreq", "Thread per request", "each request is a new thread that allocates 200 "
+                         "blocks of 16 B–2 KiB, frees all but one 64 B object kept in a global list, and exits; 2 at "
+                         "a time (bench/malloc/threadreq.c). Cells: µs per request, peak RSS.", "thread per request",
+                         lambda d: "%s at a time" % d.get("threads", "?"), lambda d: num(d, "us_per_req"),
+                         lambda v: "%.0f µs" % v, "")
+        self.churn_table("prodcons", "Long producer/consumer churn", "2 pairs; the size range shifts every 250k "
+                         "messages; each consumer keeps its last 2000 messages and frees the oldest "
+                         "(bench/malloc/prodcons.c). Cells: seconds, peak RSS.", "producer/consumer",
+                         lambda d: "%s threads" % d.get("threads", "?"), secs, lambda v: "%.2f s" % v, "")
+        # xthread stability
+        xs = self.malloc2_rows("xtstab")
+        if xs:
+            md.append("**xthread stability** — `xthread 1` (one producer/consumer pair) run 5 times in a row as fresh "
+                      "processes, per repetition; slowest ÷ fastest of the 5 (target for mote ≤ 1.3).\n")
+            md.append("| allocator | slowest/fastest (median over repetitions) | worst repetition | run time, all runs |")
+            md.append("|---|---|---|---|")
+            for a in self.alloc_sorted(xs):
+                per = {}
+                for d in xs[a]:
+                    per.setdefault(d.get("rep", "0"), []).append(num(d, "secs"))
+                r = Stat([max(v) / min(v) for v in per.values() if v and min(v) > 0])
+                md.append("| %s | %s | %s | %s |" % (a, fmt_stat(r, lambda v: "%.2f" % v), fmt_num(r.hi, 2),
+                                                     fmt_stat(Stat([num(d, "secs") for d in xs[a]]),
+                                                              lambda v: "%.3f s" % v)))
+                if a == "mote" and r:
+                    self.add_summary("allocator round 2", "xthread: slowest of 5 runs ≤ 1.3× the fastest (every repetition)",
+                                     "mote %.2f (median), %.2f (worst repetition)" % (r.med, r.hi), r.hi <= 1.3)
+            md.append("")
+        # profiler
+        on, off = self.malloc2_rows("profile-on").get("mote"), self.malloc2_rows("profile-off").get("mote")
+        if on and off:
+            written = [d.get("written") for d in self.malloc2_rows("profile-file").get("mote", [])]
+            son = Stat([num(d, "mops") for d in on])
+            soff = Stat([num(d, "mops") for d in off])
+            active = bool(written) and all(w == "1" for w in written)
+            md.append("**Heap profiler cost** — mallocbench, 2 threads, mote with `MOTE_MALLOC_PROFILE` set and not: "
+                      "%s vs %s Mops/s (%.3f×); profile written: %s.\n" % (
+                          fmt_stat(son, lambda v: "%.1f" % v), fmt_stat(soff, lambda v: "%.1f" % v),
+                          son.med / soff.med, "yes" if active else "no (no profiler yet: the ratio is noise)"))
+            self.add_summary("allocator round 2", "mallocbench with the sampling heap profiler on ≥ 0.95× off",
+                             "%.3f× (%s)" % (son.med / soff.med, "profile written" if active else "profiler not built yet"),
+                             (son.med / soff.med >= 0.95) if active else None)
+
     # ---------------------------------------------------------- machine
     def section_machine(self):
         m = self.machine
@@ -878,6 +1080,7 @@ class Report:
         self.section_seed()
         self.section_micro()
         self.section_malloc()
+        self.section_malloc2()
         self.section_machine()
         body = self.md[body_start:]
         meta = self.meta

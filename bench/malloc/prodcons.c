@@ -1,0 +1,161 @@
+/*
+ * prodcons.c - long producer/consumer churn: PAIRS producer threads each
+ * send MSGS messages through a single-producer single-consumer ring to
+ * their consumer.  A message is a block whose size range changes every
+ * PHASE messages (16-128 B, 128 B-1 KiB, 1-8 KiB, 16 B-4 KiB, 8-32 KiB,
+ * then again), so the heap's mix of size classes keeps shifting.  The
+ * consumer keeps the last WINDOW messages it received and frees the oldest
+ * as each new one arrives: every block is freed by a thread other than its
+ * allocator, after living a while.  One message in 8 is also kept back by
+ * the producer for a while and freed by it.  Allocator-agnostic.
+ *
+ *   prodcons [PAIRS=2] [MSGS=4000000] [WINDOW=2000] [PHASE=250000]
+ * prints: bench=prodcons threads=2*PAIRS mops=X peak_rss=BYTES
+ *         rss_avg=BYTES live_max=BYTES secs=S
+ * (rss_avg: mean of RSS samples every 20 ms; live_max: the largest window
+ * contents, the bytes a perfect allocator would hold)
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mbutil.h"
+
+enum { RING = 4096, PUBLISH = 32, OWN = 256 };
+typedef struct pair {
+    _Atomic(size_t) head;
+    char pad1[56];
+    _Atomic(size_t) tail;
+    char pad2[56];
+    void *slot[RING];
+    uint64_t seed;
+    size_t live_max;
+} pair;
+
+static long msgs = 4000000, window = 2000, phase = 250000;
+static _Atomic int finished; /* consumers done */
+
+static const size_t ranges[][2] = {
+    {16, 128}, {128, 1024}, {1024, 8192}, {16, 4096}, {8192, 32768},
+};
+#define NRANGES (sizeof ranges / sizeof ranges[0])
+
+static void *producer(void *arg)
+{
+    pair *p = arg;
+    uint64_t s = p->seed;
+    void *own[OWN] = {0};
+    size_t h = 0;
+    for (long i = 0; i < msgs; i++) {
+        const size_t *rg = ranges[(size_t)(i / phase) % NRANGES];
+        size_t n = rg[0] + (size_t)(mb_rnd(&s) % (rg[1] - rg[0] + 1));
+        char *b = malloc(n + sizeof(size_t));
+        memcpy(b, &n, sizeof n);
+        b[sizeof n] = 1;
+        b[sizeof n + n - 1] = 1;
+        if ((i & 7) == 0) {
+            size_t k = (size_t)(s >> 40) % OWN;
+            free(own[k]);
+            own[k] = b;
+            continue;
+        }
+        while (h - atomic_load_explicit(&p->tail, memory_order_acquire) >= RING - PUBLISH)
+            sched_yield();
+        p->slot[h % RING] = b;
+        if (++h % PUBLISH == 0)
+            atomic_store_explicit(&p->head, h, memory_order_release);
+    }
+    for (int k = 0; k < OWN; k++)
+        free(own[k]);
+    while (h - atomic_load_explicit(&p->tail, memory_order_acquire) >= RING - PUBLISH)
+        sched_yield();
+    p->slot[h % RING] = NULL;
+    atomic_store_explicit(&p->head, h + 1, memory_order_release);
+    return NULL;
+}
+
+static void *consumer(void *arg)
+{
+    pair *p = arg;
+    char **win = calloc((size_t)window, sizeof *win);
+    size_t t = 0, w = 0, live = 0;
+    for (;;) {
+        size_t h;
+        while ((h = atomic_load_explicit(&p->head, memory_order_acquire)) == t)
+            sched_yield();
+        for (; t < h; t++) {
+            char *b = p->slot[t % RING];
+            if (!b)
+                goto out;
+            size_t n;
+            memcpy(&n, b, sizeof n);
+            live += n;
+            char *old = win[w];
+            if (old) {
+                memcpy(&n, old, sizeof n);
+                live -= n;
+                free(old);
+            }
+            win[w] = b;
+            w = (w + 1) % (size_t)window;
+            if (live > p->live_max)
+                p->live_max = live;
+        }
+        atomic_store_explicit(&p->tail, t, memory_order_release);
+    }
+out:
+    atomic_store_explicit(&p->tail, t + 1, memory_order_release);
+    for (long i = 0; i < window; i++)
+        free(win[i]);
+    free(win);
+    atomic_fetch_add_explicit(&finished, 1, memory_order_release);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    int pairs = argc > 1 ? atoi(argv[1]) : 2;
+    if (argc > 2) msgs = atol(argv[2]);
+    if (argc > 3) window = atol(argv[3]);
+    if (argc > 4) phase = atol(argv[4]);
+    if (pairs < 1 || msgs < 1 || window < 1 || phase < 1) {
+        fprintf(stderr, "usage: prodcons [PAIRS] [MSGS] [WINDOW] [PHASE]\n");
+        return 2;
+    }
+    pair *ps = calloc((size_t)pairs, sizeof *ps);
+    pthread_t *t = malloc(sizeof *t * 2 * (size_t)pairs);
+    double t0 = mb_now();
+    for (int i = 0; i < pairs; i++) {
+        ps[i].seed = 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 1);
+        pthread_create(&t[2 * i], NULL, consumer, &ps[i]);
+        pthread_create(&t[2 * i + 1], NULL, producer, &ps[i]);
+    }
+    /* Sample RSS until the producers are done (no allocator call here). */
+    double sum = 0;
+    long ns = 0;
+    while (atomic_load_explicit(&finished, memory_order_acquire) < pairs) {
+        struct timespec d = {0, 20000000};
+        nanosleep(&d, NULL);
+        sum += (double)mb_rss();
+        ns++;
+    }
+    for (int i = 0; i < 2 * pairs; i++)
+        pthread_join(t[i], NULL);
+    double secs = mb_now() - t0;
+    size_t live = 0;
+    for (int i = 0; i < pairs; i++)
+        live += ps[i].live_max;
+    printf("bench=prodcons threads=%d mops=%.3f peak_rss=%ld rss_avg=%.0f live_max=%zu secs=%.3f\n",
+           2 * pairs, (double)msgs * pairs / secs / 1e6, mb_maxrss(), ns ? sum / (double)ns : 0.0,
+           live, secs);
+    free(t);
+    free(ps);
+    return 0;
+}
