@@ -252,6 +252,16 @@ MOTE_API int mote_dial_tcp(const char *addr, int64_t timeout_ns);
 MOTE_API int mote_close(int fd);
 MOTE_API intptr_t mote_offload(intptr_t (*fn)(void *arg), void *arg);
 
+/* ---- diagnostics --------------------------------------------------------- */
+
+/* Writes every task of the run to fd: id, name, state (running, runnable,
+ * waiting on a channel, on fd N for reading, sleeping, in mote_offload...)
+ * and for how long, and its backtrace.  Each worker answers at its next
+ * scheduling point; one busy for 200 ms is reported as such with the task it
+ * runs.  0; -EBADF.  Any thread; with MOTE_SIGQUIT=dump, SIGQUIT writes it
+ * to stderr. */
+MOTE_API int mote_tasks_dump(int fd);
+
 /* ---- memory ------------------------------------------------------------- */
 
 /* mote's allocator, with malloc's contracts (NULL and errno ENOMEM on

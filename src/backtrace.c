@@ -9,11 +9,10 @@
 
 #include "os/os.h"
 
-int mote__backtrace(const task *t, uintptr_t *pcs, int max)
+static int backtrace_walk(const task *t, uintptr_t fp, uintptr_t ret, uintptr_t *pcs,
+                          int max)
 {
     uintptr_t lo = stack_lo(&t->stack), hi = stack_top(&t->stack);
-    uintptr_t fp, ret;
-    arch_ctx_frame(&t->ctx, &fp, &ret);
     int n = 0;
     while (n < max && ret) {
         pcs[n++] = ret;
@@ -28,10 +27,30 @@ int mote__backtrace(const task *t, uintptr_t *pcs, int max)
     return n;
 }
 
+int mote__backtrace(const task *t, uintptr_t *pcs, int max)
+{
+    uintptr_t fp, ret;
+    arch_ctx_frame(&t->ctx, &fp, &ret);
+    return backtrace_walk(t, fp, ret, pcs, max);
+}
+
+int mote__backtrace_from(const task *t, uintptr_t fp, uintptr_t *pcs, int max)
+{
+    uintptr_t lo = stack_lo(&t->stack), hi = stack_top(&t->stack);
+    if (fp < lo || fp + 16 > hi || (fp & 7))
+        return 0;
+    return backtrace_walk(t, ((const uintptr_t *)fp)[0], ((const uintptr_t *)fp)[1], pcs,
+                          max);
+}
+
 void mote__backtrace_print(FILE *f, const task *t, const char *indent)
 {
     uintptr_t pcs[24];
-    int n = mote__backtrace(t, pcs, 24);
+    mote__backtrace_print_pcs(f, pcs, mote__backtrace(t, pcs, 24), indent);
+}
+
+void mote__backtrace_print_pcs(FILE *f, const uintptr_t *pcs, int n, const char *indent)
+{
     bool top = true;
     for (int i = 0; i < n; i++) {
         char name[128];

@@ -15,6 +15,14 @@
  * how many.  Frames of code built without frame pointers end it early. */
 int mote__backtrace(const task *t, uintptr_t *pcs, int max);
 
+/* The same from a frame pointer inside t's stack (a running task: its own
+ * frame, or one a signal handler found). */
+int mote__backtrace_from(const task *t, uintptr_t fp, uintptr_t *pcs, int max);
+
+/* Prints the symbol of each pc, one "indent function" line each, leaving
+ * out mote's own frames at the top. */
+void mote__backtrace_print_pcs(FILE *f, const uintptr_t *pcs, int n, const char *indent);
+
 /* Prints t's backtrace to f, one "      function" line per frame, leaving
  * out mote's own frames at the top (they say nothing its state does not). */
 void mote__backtrace_print(FILE *f, const task *t, const char *indent);

@@ -35,6 +35,13 @@ uint64_t mote__memory_used(bool force)
     return LOAD(&rt.mem_used, RELAXED);
 }
 
+bool mote__memory_trim_due(worker *w, int64_t now)
+{
+    if (rt.cfg.memlimit && (mote__memory_used(false), LOAD(&rt.pressure, RELAXED)))
+        return true;
+    return LOAD(&rt.release_epoch, RELAXED) != w->release_seen || now >= w->trim.next;
+}
+
 void mote__memory_trim(worker *w, int64_t now)
 {
     bool force = false;

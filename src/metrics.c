@@ -10,7 +10,10 @@
 #include <unistd.h>
 
 #include "heap/heap.h"
+#include "monitor.h"
 #include "mote.h"
+#include "netpoll.h"
+#include "offload.h"
 #include "os/os.h"
 #include "sched_stats.h"
 #include "stack.h"
@@ -70,6 +73,15 @@ static uint64_t m_rss(void) { return mote__os_status_bytes("VmRSS"); }
 static uint64_t m_hwm(void) { return mote__os_status_bytes("VmHWM"); }
 static uint64_t m_pte(void) { return mote__os_status_bytes("VmPTE"); }
 
+static uint64_t m_polls(void) { uint64_t p, e; mote__netpoll_stats(&p, &e); return p; }
+static uint64_t m_poll_events(void) { uint64_t p, e; mote__netpoll_stats(&p, &e); return e; }
+static uint64_t m_wake(int b) { sched_stats s; mote__sched_stats_read(&s); return s.io_wake[b]; }
+static uint64_t m_wake0(void) { return m_wake(0); }
+static uint64_t m_wake1(void) { return m_wake(1); }
+static uint64_t m_wake2(void) { return m_wake(2); }
+static uint64_t m_wake3(void) { return m_wake(3); }
+static uint64_t m_wake4(void) { return m_wake(4); }
+
 static const struct {
     const char *name;
     metrics_get get;
@@ -85,6 +97,18 @@ static const struct {
     {"/stacks/pooled:stacks", m_pooled},
     {"/stacks/trimmed:bytes", m_trimmed},
     {"/stacks/guard-madvise:bool", m_guard},
+    {"/net/fds:fds", mote__netpoll_fds},
+    {"/net/waiting:tasks", mote__netpoll_waiting},
+    {"/net/polls:events", m_polls},
+    {"/net/poll-events:events", m_poll_events},
+    {"/net/wake-latency/le-10us:events", m_wake0},
+    {"/net/wake-latency/le-100us:events", m_wake1},
+    {"/net/wake-latency/le-1ms:events", m_wake2},
+    {"/net/wake-latency/le-10ms:events", m_wake3},
+    {"/net/wake-latency/gt-10ms:events", m_wake4},
+    {"/blocking/threads:threads", mote__offload_threads},
+    {"/blocking/queued:calls", mote__offload_queued},
+    {"/sched/stalls:events", mote__monitor_stalls},
     {"/process/rss:bytes", m_rss},
     {"/process/rss-peak:bytes", m_hwm},
     {"/process/pagetables:bytes", m_pte},

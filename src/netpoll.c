@@ -265,6 +265,13 @@ static void netpoll_event(const os_poll_event *ev)
         }
     }
     spin_unlock(&pd->lock);
+    if (list) { /* stamped for the wake-up latency metric */
+        int64_t now = mote__os_now_ns();
+        for (waiter *w = list; w; w = w->wake_next) {
+            STORE(&w->t->parked_at, now, RELAXED);
+            w->t->io_woken = true; /* read by its worker after the ready */
+        }
+    }
     mote__waitq_wake(list);
 }
 

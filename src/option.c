@@ -94,6 +94,25 @@ const mote__option mote__options[OPT_COUNT] = {
                                      "and file I/O (it grows on demand and shrinks when idle; "
                                      "at the cap calls queue)",
                               .expect = "a whole number of threads from 1 to 65536"},
+    [OPT_DEBUG] = {.name = "MOTE_DEBUG",
+                   .kind = OPT_KIND_CHOICE,
+                   .scope = OPT_RUNTIME,
+                   .choices = "off,stalls",
+                   .def = 0,
+                   .def_doc = "off",
+                   .doc = "`stalls`: report each stall on stderr, with the task's name "
+                          "and backtrace (a task that runs 10 ms without parking, or a "
+                          "worker stuck in a blocking system call)",
+                   .expect = "off or stalls"},
+    [OPT_SIGQUIT] = {.name = "MOTE_SIGQUIT",
+                     .kind = OPT_KIND_CHOICE,
+                     .scope = OPT_RUNTIME,
+                     .choices = "off,dump",
+                     .def = 0,
+                     .def_doc = "off",
+                     .doc = "`dump`: SIGQUIT writes every task (`mote_tasks_dump`) to "
+                            "stderr and the program goes on",
+                     .expect = "off or dump"},
     [OPT_MALLOC_STATS] =
         {.name = "MOTE_MALLOC_STATS",
          .kind = OPT_KIND_CHOICE,

@@ -26,6 +26,8 @@ enum mote__opt {
     OPT_MALLOC_DECAY_MS,
     OPT_MALLOC_STATS,
     OPT_BLOCKING_THREADS,
+    OPT_DEBUG,
+    OPT_SIGQUIT,
     OPT_COUNT
 };
 

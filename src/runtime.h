@@ -56,6 +56,7 @@ typedef struct worker {
     task *dead;            /* exited; released after the next switch */
     int64_t starved_since; /* no stack could be mapped: back off */
     int64_t last_poll;           /* when this worker last polled (ns) */
+    bool chores;                 /* due: to do in the worker's own context */
     uint32_t release_seen; /* the release_epoch this worker acted on */
     list all;              /* started tasks, for dumps and teardown */
     uint64_t id_next, id_end;
@@ -65,6 +66,21 @@ typedef struct worker {
     uint64_t n_spawned, n_exited, n_started;
     int64_t n_blocked;
     sanfiber_ctx san; /* the scheduler context's sanitizer state */
+    /* Read by the monitor and the task dump from other threads: */
+    int tid;             /* the thread's kernel id */
+    uint64_t switches;   /* atomic (single writer): every switch */
+    task *running;       /* atomic: the task on the CPU, or NULL */
+    task *hazard;        /* atomic: a task the monitor is reading */
+    uint32_t dump_seen;  /* the dump request this worker answered */
+    char *dump_text;     /* its answer (malloc'd by open_memstream) */
+    size_t dump_len;
+    /* A stalled task's backtrace, taken by a signal on this thread: */
+    uintptr_t stall_pcs[24];
+    int stall_npcs;
+    uint32_t stall_seq; /* atomic: bumped when stall_pcs is set */
+    /* I/O wake-up latency: readied by the netpoller -> running, counted
+     * by bucket (<= 10 us, 100 us, 1 ms, 10 ms, more); single writer. */
+    uint64_t io_wake[5];
     trim_state trim;
 } __attribute__((aligned(64))) worker;
 
@@ -75,6 +91,8 @@ typedef struct run_config {
     int trim; /* enum trim_mode */
     bool guard_mprotect;
     uint32_t blocking_threads;
+    bool debug_stalls; /* MOTE_DEBUG=stalls */
+    bool sigquit_dump; /* MOTE_SIGQUIT=dump */
     uint64_t memlimit; /* bytes; 0 none */
 } run_config;
 
@@ -101,6 +119,8 @@ typedef struct runtime {
     int64_t mem_checked;       /* atomic: when */
     int pressure;              /* atomic: near MOTE_MEMLIMIT */
     uint32_t release_epoch;    /* atomic: bumped by mote_mem_release */
+    uint32_t dump_epoch;       /* atomic: bumped by mote_tasks_dump */
+    int dump_lock;             /* one dump at a time */
 } runtime;
 
 extern runtime mote__rt;
@@ -170,13 +190,24 @@ void mote__sched_switch(worker *w, task *from, task *to);
  * force); entering the pressure zone releases free memory once. */
 uint64_t mote__memory_used(bool force);
 /* Trimming's share of a scheduling point: what is due, or everything when
- * pressure or a release request says so. */
+ * pressure or a release request says so.  Needs stack: the worker's own
+ * context only. */
 void mote__memory_trim(worker *w, int64_t now);
+/* Whether mote__memory_trim has anything to do at now (cheap). */
+bool mote__memory_trim_due(worker *w, int64_t now);
 
 /* ---- statistics (sched_stats.c) ---------------------------------------------- */
 
 /* At teardown: adds this run's counters to the totals that outlive it. */
 void mote__sched_stats_fold(void);
+/* A task readied by the netpoller starts running on w. */
+void mote__sched_stats_io_wake(worker *w, task *t);
+
+/* ---- the task dump (dump.c) --------------------------------------------------- */
+
+/* At a scheduling point of w (no task of w running but the caller): answers
+ * a pending dump request. */
+void mote__dump_answer(worker *w);
 
 /* ---- deadlock detection (deadlock.c) --------------------------------------- */
 

@@ -52,7 +52,9 @@ typedef struct sanfiber_ctx {
 #ifdef SANFIBER_VALGRIND
     unsigned vg_id;
 #endif
-    char unused_;
+#if !defined(SANFIBER_ASAN) && !defined(SANFIBER_TSAN) && !defined(SANFIBER_VALGRIND)
+    char unused_; /* C forbids an empty struct */
+#endif
 } sanfiber_ctx;
 
 /* The worker thread's own context: its stack and current fiber. */

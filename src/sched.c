@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "netpoll.h"
+#include "monitor.h"
 #include "offload.h"
 #include "option.h"
 #include "os/os.h"
@@ -127,6 +128,9 @@ static void sched_release_dead(worker *w)
     task *d = w->dead;
     if (d) {
         w->dead = NULL;
+        /* The monitor may be reading it (monitor.c's hazard protocol). */
+        while (LOAD(&w->hazard, SEQ_CST) == d)
+            spin_relax();
         mote__trim_on_exit(&w->trim, d);
         sanfiber_destroy(&d->san);
         mote__task_destroy(d, &w->stacks);
@@ -140,8 +144,12 @@ void mote__sched_switch(worker *w, task *from, task *to)
     sanfiber_ctx *fs = from ? &from->san : &w->san;
     mote__assert(from != to);
     mote__assert(!to || to->worker == w);
+    if (to && to->io_woken)
+        mote__sched_stats_io_wake(w, to);
     w->current = to;
     mote__current_task = to;
+    STORE(&w->running, to, SEQ_CST);
+    COUNT(&w->switches, 1);
     sanfiber_enter(fs, from && from == w->dead, to ? &to->san : &w->san);
     int saved_errno = errno; /* errno is the thread's: keep it the task's */
     mote__arch_switch(fc, tc);
@@ -204,26 +212,55 @@ static void sched_run_timers(worker *w)
 /* The next task to run on w, or NULL.  Order: inbox arrivals join the
  * ready queue; due timers fire; every 61st pick a fresh task goes first so
  * a yield loop cannot starve spawns; then the ready queue, then fresh. */
+/* Whether a chore is due: answering a dump, trimming stacks, polling for
+ * I/O.  Cheap: a load, and a clock read every 16th pick. */
+static bool sched_chores_due(worker *w)
+{
+    if (__builtin_expect(LOAD(&rt.dump_epoch, RELAXED) != w->dump_seen, 0))
+        return true;
+    if (w->tick & 15)
+        return false;
+    bool trim = w->trim.next != INT64_MAX && (!(w->tick & 63) || w->trim.delay == 0);
+    bool poll = mote__netpoll_active();
+    if (!trim && !poll)
+        return false;
+    int64_t now = mote__os_now_ns();
+    return (trim && mote__memory_trim_due(w, now)) ||
+           (poll && now - w->last_poll >= NETPOLL_INTERVAL_NS);
+}
+
+/* The chores, on the worker's own stack: they need several KiB of frames
+ * (mincore vectors, epoll event arrays, a formatted dump), which on the
+ * stack of the task that happens to park would stay resident under it. */
+static void sched_chores(worker *w)
+{
+    mote__assert(w->current == NULL);
+    w->chores = false;
+    mote__dump_answer(w);
+    int64_t now = mote__os_now_ns();
+    mote__memory_trim(w, now);
+    if (mote__netpoll_active() && now - w->last_poll >= NETPOLL_INTERVAL_NS) {
+        w->last_poll = now;
+        mote__netpoll_poll(w, 0);
+    }
+}
+
 task *mote__sched_pick(worker *w)
 {
     if (__builtin_expect(LOAD(&rt.shutdown, RELAXED), 0))
         return NULL;
     w->tick++;
+    if (__builtin_expect(w->chores || sched_chores_due(w), 0)) {
+        if (w->current) { /* go to the worker's own context, which does them */
+            w->chores = true;
+            return NULL;
+        }
+        sched_chores(w);
+    }
     if (LOAD(&w->inbox, RELAXED))
         inbox_drain(w);
     if (w->timers.n && (!(w->tick & 63) || !w->rq_head))
         sched_run_timers(w);
-    if (w->trim.next != INT64_MAX && (!(w->tick & 63) || w->trim.delay == 0))
-        mote__memory_trim(w, mote__os_now_ns());
-    if (!(w->tick & 15) && mote__netpoll_active()) {
-        int64_t now = mote__os_now_ns();
-        if (now - w->last_poll >= NETPOLL_INTERVAL_NS) {
-            w->last_poll = now;
-            mote__netpoll_poll(w, 0);
-            if (LOAD(&w->inbox, RELAXED))
-                inbox_drain(w);
-        }
-    }
     if (w->rq_head && w->tick % 61)
         return rq_pop(w);
     if (__builtin_expect(w->starved_since != 0, 0) &&
@@ -352,6 +389,7 @@ static void sched_idle(worker *w)
     }
     STORE(&w->sleeping, 0, SEQ_CST);
     FETCH_SUB(&rt.nsleeping, 1, SEQ_CST);
+    mote__monitor_poke();
 }
 
 static void sched_loop(worker *w)
@@ -378,6 +416,7 @@ static void *sched_thread(void *arg)
     worker *w = arg;
     sigset_t mask;
     mote__worker_self = w;
+    mote__monitor_thread_init(w);
     mote__os_sigpipe_block(&mask); /* see fdio.c */
     mote__overflow_thread_init();
     sanfiber_thread_init(&w->san);
@@ -429,6 +468,10 @@ static int sched_config(run_config *c)
     c->trim = (int)v;
     mote__option_read(OPT_BLOCKING_THREADS, &v);
     c->blocking_threads = (uint32_t)v;
+    mote__option_read(OPT_DEBUG, &v);
+    c->debug_stalls = v == 1;
+    mote__option_read(OPT_SIGQUIT, &v);
+    c->sigquit_dump = v == 1;
     mote__option_read(OPT_STACK_GUARD, &v);
     c->guard_mprotect = v == 1;
     mote__option_read(OPT_MEMLIMIT, &v);
@@ -542,6 +585,7 @@ int mote_run(mote_fn main_fn, void *arg)
     worker *w0 = &ws[0];
     w0->thread = pthread_self();
     mote__worker_self = w0;
+    mote__monitor_thread_init(w0);
     task *m;
     r = mote__task_create(main_fn, arg, "main", rt.default_cls, &m);
     if (r == 0 && !sched_adopt(w0, m)) { /* it went back to the fresh queue */
@@ -573,11 +617,14 @@ int mote_run(mote_fn main_fn, void *arg)
             break;
         }
     }
+    if (mote__monitor_start() != 0)
+        fprintf(stderr, "mote: no monitor thread: stalls go undetected in this run\n");
     sched_loop(w0);
     sanfiber_thread_fini(&w0->san);
     mote__overflow_thread_fini();
     mote__os_sigpipe_restore(&mask);
     mote__worker_self = NULL;
+    mote__monitor_stop();
     sched_teardown(started);
     r = rt.result;
     STORE(&rt.state, 0, RELEASE);

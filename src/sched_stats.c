@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+#include "os/os.h"
 #include "runtime.h"
 
 #define rt mote__rt
@@ -19,6 +20,14 @@ void mote__sched_stats_fold(void)
     for (int i = 0; i < rt.nworkers; i++)
         spawned += rt.w[i].n_spawned;
     FETCH_ADD(&stats_total_spawned, spawned, RELAXED);
+}
+
+void mote__sched_stats_io_wake(worker *w, task *t)
+{
+    int64_t d = (mote__os_now_ns() - LOAD(&t->parked_at, RELAXED)) / 1000; /* us */
+    t->io_woken = false;
+    int b = d <= 10 ? 0 : d <= 100 ? 1 : d <= 1000 ? 2 : d <= 10000 ? 3 : 4;
+    COUNT(&w->io_wake[b], 1);
 }
 
 void mote__sched_stats_read(sched_stats *s)
@@ -43,6 +52,8 @@ void mote__sched_stats_read(sched_stats *s)
             s->stacks_trimmed += LOAD(&ws[i].trim.pages.released, RELAXED);
             for (int b = 0; b < TRIM_NBUCKET; b++)
                 s->highwater[b] += LOAD(&ws[i].trim.hist[b], RELAXED);
+            for (int b = 0; b < 5; b++)
+                s->io_wake[b] += LOAD(&ws[i].io_wake[b], RELAXED);
         }
         s->stacks_pooled += mote__stack_pooled_global();
         s->workers = (uint64_t)rt.nworkers;

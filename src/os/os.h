@@ -93,7 +93,8 @@ void mote__os_write_err(const char *s);
 
 /* ---- signals and threads (signal.c) ---- */
 
-/* Installs handler for sig (SA_SIGINFO | SA_ONSTACK | SA_NODEFER), saving
+/* Installs handler for sig (SA_SIGINFO | SA_ONSTACK | SA_NODEFER |
+ * SA_RESTART), saving
  * the previous disposition in *prev.  0 or -errno. */
 int mote__os_signal_install(int sig, void (*handler)(int, siginfo_t *, void *),
                             struct sigaction *prev);
@@ -102,6 +103,8 @@ int mote__os_signal_install(int sig, void (*handler)(int, siginfo_t *, void *),
  * that returning re-executes the fault and takes it. */
 void mote__os_signal_forward(int sig, siginfo_t *si, void *uc,
                              const struct sigaction *prev);
+/* Puts back the disposition saved by mote__os_signal_install. */
+void mote__os_signal_restore(int sig, const struct sigaction *prev);
 /* Gives the calling thread an alternate signal stack of size bytes unless
  * it has one: returns the mapping to pass to altstack_fini (NULL when none
  * was made). */
@@ -118,6 +121,12 @@ void mote__os_sigpipe_restore(const sigset_t *old);
 int mote__os_thread_start(void *(*fn)(void *), void *arg, size_t stack_size);
 /* Names the calling thread (shown by ps, top and debuggers). */
 void mote__os_thread_name(const char *name);
+/* The calling thread's kernel id. */
+int mote__os_gettid(void);
+/* A thread's state from /proc ('R' running or runnable, 'S'/'D' waiting in
+ * the kernel, '?' unknown) and, when it waits in a system call, that
+ * call's number (else -1). */
+char mote__os_thread_state(int tid, long *syscall_nr);
 
 /* ---- readiness polling (poll.c): epoll and eventfd ---- */
 

@@ -83,3 +83,18 @@ uint64_t mote__os_rss_in_ranges(const uintptr_t *starts, const uintptr_t *ends, 
     fclose(f);
     return total;
 }
+
+char mote__os_thread_state(int tid, long *syscall_nr)
+{
+    char path[64], buf[512];
+    *syscall_nr = -1;
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+    if (!os_read_proc(path, buf, sizeof buf))
+        return '?';
+    char *p = strrchr(buf, ')'); /* the thread's name may hold spaces */
+    char st = p && p[1] == ' ' ? p[2] : '?';
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", tid);
+    if (st != 'R' && os_read_proc(path, buf, sizeof buf) && buf[0] >= '0' && buf[0] <= '9')
+        *syscall_nr = strtol(buf, NULL, 10);
+    return st;
+}

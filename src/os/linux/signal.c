@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <time.h>
 
 int mote__os_signal_install(int sig, void (*handler)(int, siginfo_t *, void *),
@@ -17,7 +19,9 @@ int mote__os_signal_install(int sig, void (*handler)(int, siginfo_t *, void *),
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = handler;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    /* SA_RESTART: a signal mote sends itself (stall reports) must not turn
+     * a task's blocking system call into EINTR. */
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER | SA_RESTART;
     sigemptyset(&sa.sa_mask);
     return sigaction(sig, &sa, prev) == 0 ? 0 : -errno;
 }
@@ -34,6 +38,11 @@ void mote__os_signal_forward(int sig, siginfo_t *si, void *uc,
     } else {
         prev->sa_handler(sig);
     }
+}
+
+void mote__os_signal_restore(int sig, const struct sigaction *prev)
+{
+    sigaction(sig, prev, NULL);
 }
 
 void *mote__os_altstack_init(size_t size)
@@ -104,4 +113,9 @@ int mote__os_thread_start(void *(*fn)(void *), void *arg, size_t stack_size)
 void mote__os_thread_name(const char *name)
 {
     prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
+}
+
+int mote__os_gettid(void)
+{
+    return (int)syscall(SYS_gettid);
 }
