@@ -277,10 +277,12 @@ static void open_conns(long base_fds)
                     die("bind 127.0.0.%d: %s", 2 + opened % sources, strerror(errno));
             }
             g.c[opened].fd = fd;
-            int r = connect(fd, (struct sockaddr *)&g.dst, sizeof g.dst);
-            if (r != 0 && errno != EINPROGRESS)
-                die("connect (connection %d): %s%s", opened, strerror(errno),
-                    errno == EADDRNOTAVAIL ? ": out of ports, use more source addresses (-S)" : "");
+            if (connect(fd, (struct sockaddr *)&g.dst, sizeof g.dst) != 0 &&
+                errno != EINPROGRESS) {
+                int e = errno;
+                die("connect (connection %d): %s%s", opened, strerror(e),
+                    e == EADDRNOTAVAIL ? ": out of ports, use more source addresses (-S)" : "");
+            }
             struct epoll_event e = {.events = EPOLLOUT | EPOLLONESHOT, .data.u32 = (uint32_t)opened};
             if (epoll_ctl(g.ep, EPOLL_CTL_ADD, fd, &e) != 0)
                 die("epoll_ctl: %s", strerror(errno));
