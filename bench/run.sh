@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/run.sh - mote's benchmark suite in one command.
 #
-#   bench/run.sh --quick     ~2 minutes: small sizes, 3 alternating repetitions
-#   bench/run.sh --full      <15 minutes: up to 1M tasks, 2 GiB heaps
+#   bench/run.sh --quick     ~4 minutes: small sizes, 3 alternating repetitions
+#   bench/run.sh --full      <20 minutes: up to 1M tasks, 2 GiB heaps
 #
 # Options: --reps N (default 3), --only LIST (comma-separated sections: seed,
 # micro,chan,malloc,idle,net), --no-install, --no-build, --build-dir DIR (default
@@ -449,7 +449,7 @@ net_section() {
     NET_LG=$CBIN/net/loadgen
     local idle_ns shared_reps cfgs=(pinned shared) cfg reps kind impl order n
     if [ "$MODE" = full ]; then
-        NET_DUR=3 NET_WARM=1 NET_HTTP_DUR=4 idle_ns="10000 100000" shared_reps=$REPS
+        NET_DUR=2 NET_WARM=0.5 NET_HTTP_DUR=3 idle_ns="10000 100000" shared_reps=$REPS
     else
         NET_DUR=1 NET_WARM=0.3 NET_HTTP_DUR=2 idle_ns="10000" shared_reps=1
     fi
