@@ -2,7 +2,7 @@
 #   make demo        build, then run the seed experiment (1M tasks)
 #   make test        build, then run every test through ctest
 #   make bench       the full benchmark suite against Go and the allocators
-#   make bench-quick a two-minute version of it
+#   make bench-quick a four-minute version of it
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # bench/run.sh - mote's benchmark suite in one command.
 #
-#   bench/run.sh --quick     ~2 minutes: small sizes, 3 alternating repetitions
-#   bench/run.sh --full      <15 minutes: up to 1M tasks, 2 GiB heaps
+#   bench/run.sh --quick     ~4 minutes: small sizes, 3 alternating repetitions
+#   bench/run.sh --full      <20 minutes: up to 1M tasks, 2 GiB heaps
 #
 # Options: --reps N (default 3), --only LIST (comma-separated sections: seed,
-# micro,chan,malloc,idle), --no-install, --no-build, --build-dir DIR (default
+# micro,chan,malloc,idle,net), --no-install, --no-build, --build-dir DIR (default
 # build-bench), --out DIR (default bench/results), --report-only (re-render
 # REPORT.md from the raw files of the last run).
 #
@@ -20,7 +20,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MODE=quick
 REPS=3
-ONLY=seed,micro,chan,malloc,idle
+ONLY=seed,micro,chan,malloc,idle,net
 INSTALL=1
 BUILD=1
 REPORT_ONLY=0
@@ -71,7 +71,7 @@ install_peers() {
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
             missing+=("$p")
     done
-    for t in cmake:cmake gcc:gcc python3:python3 make:make; do
+    for t in cmake:cmake gcc:gcc python3:python3 make:make wrk:wrk; do
         command -v "${t%%:*}" >/dev/null 2>&1 || missing+=("${t#*:}")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
@@ -107,7 +107,7 @@ if [ "$BUILD" = 1 ]; then
     if command -v go >/dev/null 2>&1; then
         say "building the Go programs"
         mkdir -p "$GOBIN_DIR"
-        for src in "$ROOT"/bench/seed/*.go "$ROOT"/bench/tasks/*.go "$ROOT"/bench/go/*.go; do
+        for src in "$ROOT"/bench/seed/*.go "$ROOT"/bench/tasks/*.go "$ROOT"/bench/go/*.go "$ROOT"/bench/net/*.go; do
             [ -f "$src" ] || continue
             name=$(basename "$src" .go)
             if ! (cd "$(dirname "$src")" && go build -o "$GOBIN_DIR/$name" "$(basename "$src")") >>"$LOG" 2>&1; then
@@ -314,6 +314,219 @@ idle_section() {
     done
 }
 
+# ---- network servers against Go (bench/net) --------------------------------
+# mote's examples/echo_server.c and examples/http_hello.c against
+# bench/net/echo.go and bench/net/http.go.  bench/net/loadgen drives the echo
+# servers (ping-pong at 1/50/1000 connections, streaming, idle connections),
+# wrk the HTTP ones (bench/net/wrk.sh).  Every server is started on a free
+# port for one session of clients and stopped after it; smoke.py checks it
+# answers right first.  Two CPU layouts:
+#   pinned  server on CPU 0 with one worker (MOTE_WORKERS=1 / GOMAXPROCS=1),
+#           load generator / wrk on CPU 1;
+#   shared  nothing pinned, two workers (MOTE_WORKERS=2 / GOMAXPROCS=2).
+# Sides alternate which goes first by repetition, as pair() does.
+NET_PID=
+NET_PORT=
+NET_TMP=
+
+net_fail() { # net_fail WHAT MSG
+    echo "kind=fail section=net what=$1 rc=1 rep=$REP msg=$(echo "$2" | tr ' =' '_:' | cut -c1-120)" >>"$RAW/failures.txt"
+    say "  $1: FAILED ($2)"
+}
+
+net_alive() {
+    [ -n "$NET_PID" ] && [ -r "/proc/$NET_PID/status" ] &&
+        ! grep -q '^State:.*Z' "/proc/$NET_PID/status" 2>/dev/null
+}
+
+# net_start IMPL KIND CPU: starts the IMPL (mote|go) server of KIND
+# (echo|http) with the CPU layout; sets NET_PID and NET_PORT, or returns 1.
+net_start() {
+    local impl=$1 kind=$2 cpu=$3 bin i
+    case $impl:$kind in
+    mote:echo) bin=$BUILD_DIR/mote_echo_server ;;
+    mote:http) bin=$BUILD_DIR/mote_http_hello ;;
+    go:*) bin=$GOBIN_DIR/$kind ;;
+    esac
+    if [ ! -x "$bin" ]; then
+        grep -qs "what=not-built:$bin " "$RAW/failures.txt" ||
+            echo "kind=fail section=net what=not-built:$bin rc=0" >>"$RAW/failures.txt"
+        return 1
+    fi
+    local env=(MOTE_WORKERS=1 GOMAXPROCS=1) pin=(taskset -c 0)
+    [ "$cpu" = shared ] && env=(MOTE_WORKERS=2 GOMAXPROCS=2) pin=()
+    "${pin[@]}" env "${env[@]}" "$bin" 0 >"$NET_TMP/out" 2>"$NET_TMP/err" &
+    NET_PID=$!
+    NET_PORT=
+    for i in $(seq 1 100); do
+        NET_PORT=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$NET_TMP/out")
+        [ -n "$NET_PORT" ] && break
+        net_alive || break
+        sleep 0.05
+    done
+    # The port is printed after listen(); also see one connection accepted.
+    if [ -z "$NET_PORT" ] || ! (exec 3<>"/dev/tcp/127.0.0.1/$NET_PORT") 2>/dev/null; then
+        net_fail "start:$impl-$kind-$cpu" "server did not come up: $(tail -n 1 "$NET_TMP/err")"
+        net_stop
+        return 1
+    fi
+    sleep 0.1 # let it close that probe before anyone counts its descriptors
+    echo "## net: started $impl $kind ($cpu): ${pin[*]} ${env[*]} $bin 0, pid $NET_PID port $NET_PORT" >>"$LOG"
+}
+
+net_stop() {
+    [ -n "$NET_PID" ] || return 0
+    local i
+    kill "$NET_PID" 2>/dev/null
+    for i in $(seq 1 40); do
+        net_alive || break
+        sleep 0.05
+    done
+    kill -KILL "$NET_PID" 2>/dev/null
+    wait "$NET_PID" 2>/dev/null
+    { echo "## net: stopped pid $NET_PID; its stderr:"; tail -n 20 "$NET_TMP/err"; } >>"$LOG" 2>/dev/null
+    NET_PID=
+}
+
+# After a client run: a server that died takes the rest of its session.
+net_check_alive() { # LABEL
+    net_alive && return 0
+    net_fail "server-died:$1" "$(tail -n 1 "$NET_TMP/err")"
+    wait "$NET_PID" 2>/dev/null
+    NET_PID=
+    return 1
+}
+
+net_smoke() { # IMPL KIND
+    local strict=()
+    [ "$1" = mote ] && strict=(--strict)
+    if ! python3 "$ROOT/bench/net/smoke.py" "$2" "127.0.0.1:$NET_PORT" "${strict[@]}" >>"$LOG" 2>"$NET_TMP/smoke"; then
+        cat "$NET_TMP/smoke" >>"$LOG"
+        net_fail "smoke:$1-$2" "$(tail -n 1 "$NET_TMP/smoke")"
+    fi
+}
+
+net_echo_session() { # IMPL CPU
+    local impl=$1 cpu=$2 c pin=()
+    [ "$cpu" = pinned ] && pin=(taskset -c 1)
+    net_start "$impl" echo "$cpu" || return
+    net_smoke "$impl" echo
+    local tags=(-t "impl=$impl" -t "cpu=$cpu")
+    for c in 1 50 1000; do
+        run_one net.txt 60 "echo pingpong c=$c $cpu $impl" -- "${pin[@]}" "$NET_LG" pingpong \
+            -a "127.0.0.1:$NET_PORT" -c $c -s 512 -d "$NET_DUR" -w "$NET_WARM" "${tags[@]}"
+        net_check_alive "$impl-echo-$cpu" || return
+    done
+    run_one net.txt 60 "echo stream c=4 $cpu $impl" -- "${pin[@]}" "$NET_LG" stream \
+        -a "127.0.0.1:$NET_PORT" -c 4 -s 512 -d "$NET_DUR" -w "$NET_WARM" "${tags[@]}"
+    net_check_alive "$impl-echo-$cpu" || return
+    net_stop
+}
+
+net_http_session() { # IMPL CPU
+    local impl=$1 cpu=$2 c pin=()
+    [ "$cpu" = pinned ] && pin=(taskset -c 1)
+    net_start "$impl" http "$cpu" || return
+    net_smoke "$impl" http
+    for c in 50 400; do
+        run_one net.txt 60 "http c=$c $cpu $impl" -- "${pin[@]}" bash "$ROOT/bench/net/wrk.sh" \
+            -c $c -d "$NET_HTTP_DUR" -u "http://127.0.0.1:$NET_PORT/" -t "impl=$impl" -t "cpu=$cpu"
+        net_check_alive "$impl-http-$cpu" || return
+    done
+    net_stop
+}
+
+net_idle() { # IMPL N
+    local impl=$1 n=$2
+    net_start "$impl" echo pinned || return
+    run_one net.txt 300 "echo idle n=$n $impl" -- taskset -c 1 "$NET_LG" idle \
+        -a "127.0.0.1:$NET_PORT" -c "$n" -p "$NET_PID" -t "impl=$impl" -t cpu=pinned
+    net_check_alive "$impl-idle" || return
+    net_stop
+}
+
+net_section() {
+    NET_LG=$CBIN/net/loadgen
+    local idle_ns shared_reps cfgs=(pinned shared) cfg reps kind impl order n
+    if [ "$MODE" = full ]; then
+        NET_DUR=2 NET_WARM=0.5 NET_HTTP_DUR=3 idle_ns="10000 100000" shared_reps=$REPS
+    else
+        NET_DUR=1 NET_WARM=0.3 NET_HTTP_DUR=2 idle_ns="10000" shared_reps=1
+    fi
+    if ! have "$NET_LG"; then
+        say "no bench/net/loadgen: network section skipped"
+        echo "kind=fail section=net what=not-built:$NET_LG rc=0" >>"$RAW/failures.txt"
+        return
+    fi
+    # The mote servers are examples/ targets, left out of the default build
+    # until libmote has the netpoller: build them by name, and let a failure
+    # be "no data" for mote, not the end of the run (and never a stale
+    # binary from an earlier build).
+    if [ "$BUILD" = 1 ]; then
+        local blog
+        blog=$(mktemp)
+        rm -f "$BUILD_DIR/mote_echo_server" "$BUILD_DIR/mote_http_hello"
+        if ! cmake --build "$BUILD_DIR" -j"$(nproc)" --target mote_echo_server mote_http_hello >"$blog" 2>&1; then
+            local why
+            why=$(grep -m1 -oE "undefined reference to .[a-z_]+|error: .*" "$blog")
+            REP=0 net_fail "build:mote_echo_server,mote_http_hello" "${why:-see run.log}"
+        fi
+        cat "$blog" >>"$LOG"
+        rm -f "$blog"
+    fi
+    command -v wrk >/dev/null 2>&1 || REP=0 net_fail "wrk-missing" "install wrk (Debian package wrk)"
+    if [ "$(nproc)" -lt 2 ] || ! command -v taskset >/dev/null 2>&1; then
+        REP=0 net_fail "pinning" "needs 2 CPUs and taskset: shared layout only"
+        cfgs=(shared)
+    fi
+    # Descriptors for the idle case (server and load generator alike; Go
+    # raises its own soft limit to the hard one, mote's servers do not).
+    local need=$(( $(echo "$idle_ns" | tr ' ' '\n' | sort -n | tail -n 1) + 4096 ))
+    if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$need" ]; then
+        # Raising the hard limit needs root (up to fs.nr_open).
+        [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -lt "$need" ] &&
+            ulimit -Hn "$need" 2>/dev/null
+        ulimit -n "$need" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+    fi
+    echo "kind=limits nofile=$(ulimit -n) nofile_hard=$(ulimit -Hn) nr_open=$(cat /proc/sys/fs/nr_open) port_range=$(tr '\t' '-' </proc/sys/net/ipv4/ip_local_port_range) somaxconn=$(cat /proc/sys/net/core/somaxconn) tw_reuse=$(cat /proc/sys/net/ipv4/tcp_tw_reuse)" >>"$RAW/net.txt"
+    NET_TMP=$(mktemp -d)
+    trap 'net_stop; rm -rf "$NET_TMP"' EXIT
+    trap 'net_stop; rm -rf "$NET_TMP"; exit 130' INT TERM
+
+    for cfg in "${cfgs[@]}"; do
+        reps=$REPS
+        [ "$cfg" = shared ] && reps=$shared_reps
+        for REP in $(seq 1 "$reps"); do
+            say "network servers, $cfg CPUs, repetition $REP/$reps"
+            order="mote go"
+            [ $((REP % 2)) -eq 0 ] && order="go mote"
+            for kind in echo http; do
+                for impl in $order; do
+                    "net_${kind}_session" "$impl" "$cfg"
+                    net_stop
+                done
+            done
+        done
+    done
+    for REP in $(seq 1 "$REPS"); do
+        say "idle connections, repetition $REP/$REPS"
+        order="mote go"
+        [ $((REP % 2)) -eq 0 ] && order="go mote"
+        for n in $idle_ns; do
+            if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt $((n + 1024)) ]; then
+                [ "$REP" = 1 ] && net_fail "idle-$n" "skipped: $n connections need RLIMIT_NOFILE >= $((n + 1024)), the hard limit is $(ulimit -Hn) and raising it needs CAP_SYS_RESOURCE"
+                continue
+            fi
+            for impl in $order; do
+                net_idle "$impl" "$n"
+                net_stop
+            done
+        done
+    done
+    rm -rf "$NET_TMP"
+    trap - EXIT INT TERM
+}
+
 # ---- section 4: the machine -------------------------------------------------
 machine_section() {
     {
@@ -342,6 +555,7 @@ want micro && micro_section
 want chan && chan_section
 want malloc && malloc_section
 want idle && idle_section
+want net && net_section
 echo "loadavg_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RAW/machine.txt"
 echo "elapsed_s=$(($(date +%s) - T_START))" >>"$RAW/meta.txt"
 render

@@ -9,6 +9,8 @@ Inputs (all under --raw, every line `key=value key=value ...`):
   chan.txt      the same format, from bench/tasks/run_chan.sh
   malloc.txt    bench/malloc/run.sh output (parsed leniently, see malloc_*)
   idle.txt      kind=idle lines of bench/go/bigfree.go
+  net.txt       name=echo_pingpong|echo_stream|echo_idle|http lines of
+                bench/net/loadgen and bench/net/wrk.sh, plus kind=limits
   failures.txt  kind=fail lines written by run.sh
 Every comparison reports the median over repetitions with min and max.
 """
@@ -352,6 +354,7 @@ class Report:
         self.micro = read_lines(os.path.join(raw, "micro.txt")) + read_lines(os.path.join(raw, "chan.txt"))
         self.malloc = read_lines(os.path.join(raw, "malloc.txt"))
         self.idle = read_lines(os.path.join(raw, "idle.txt"))
+        self.net = read_lines(os.path.join(raw, "net.txt"))
         self.failures = read_lines(os.path.join(raw, "failures.txt"))
         self.summary = []  # (area, target, measured, verdict)
         self.wins = []     # (how much better mote is: >1 better, text)
@@ -1055,11 +1058,153 @@ class Report:
                              "%.3f× (%s)" % (son.med / soff.med, "profile written" if active else "profiler not built yet"),
                              (son.med / soff.med >= 0.95) if active else None)
 
+    # ---------------------------------------------------------- network
+    NET_ROWS = [  # (name, conns, label, value key, unit)
+        ("echo_pingpong", "1", "echo ping-pong 512 B, 1 connection", "rps", "round trips/s"),
+        ("echo_pingpong", "50", "echo ping-pong 512 B, 50 connections", "rps", "round trips/s"),
+        ("echo_pingpong", "1000", "echo ping-pong 512 B, 1000 connections", "rps", "round trips/s"),
+        ("echo_stream", "4", "echo streaming 512 B, 4 connections", "msgs_per_s", "messages/s"),
+        ("http", "50", "HTTP hello, wrk -t1 -c50", "rps", "requests/s"),
+        ("http", "400", "HTTP hello, wrk -t1 -c400", "rps", "requests/s"),
+    ]
+
+    def net_stats(self):
+        """{(name, conns, cpu, impl): {key: Stat}} over repetitions."""
+        t = {}
+        for d in self.net:
+            if "name" not in d or "impl" not in d:
+                continue
+            key = (d["name"], d.get("conns", "?"), d.get("cpu", "?"), d["impl"])
+            e = t.setdefault(key, {})
+            for k in ("rps", "msgs_per_s", "p50_us", "p99_us", "bytes_per_conn", "held", "open_s"):
+                v = num(d, k)
+                if v is not None:
+                    e.setdefault(k, []).append(v)
+        return {k: {kk: Stat(v) for kk, v in e.items()} for k, e in t.items()}
+
+    def section_net(self):
+        md = self.md
+        md.append("## 4. Network servers against Go\n")
+        md.append("mote's example servers (`examples/echo_server.c`, `examples/http_hello.c`: one task per "
+                  "connection on the netpoller) against Go 1.19's `net` and `net/http` (`bench/net/echo.go`, "
+                  "`bench/net/http.go`: one goroutine per connection), each checked by `bench/net/smoke.py` before "
+                  "it is measured. Echo load: `bench/net/loadgen` (epoll, one thread, connections opened before "
+                  "timing, every echoed byte checked); HTTP load: `wrk -t1 --latency` with keep-alive. "
+                  "*pinned*: server on CPU 0 with one worker (MOTE_WORKERS=1 / GOMAXPROCS=1), load generator on "
+                  "CPU 1; *shared*: nothing pinned, two workers. Throughput is higher-is-better; latency is the "
+                  "round trip (p50 / p99).\n")
+        if not self.net:  # not part of this run (--only)
+            md.append("_Not run._\n")
+            return
+        t = self.net_stats()
+        if not t:
+            md.append("_No data: the network section did not run (see Failures)._\n")
+        else:
+            md.append("| benchmark | CPUs | mote | Go | mote vs Go | mote p50 / p99 | Go p50 / p99 |")
+            md.append("|---|---|---|---|---|---|---|")
+            bars = []
+            for cpu in ("pinned", "shared"):
+                for name, conns, label, key, unit in self.NET_ROWS:
+                    a = t.get((name, conns, cpu, "mote"), {})
+                    g = t.get((name, conns, cpu, "go"), {})
+                    if not a and not g:
+                        continue
+                    av, gv = a.get(key, Stat([])), g.get(key, Stat([]))
+
+                    def lat(e):
+                        if not e.get("p50_us") or not e.get("p99_us"):
+                            return "—"
+                        return "%s / %s" % (fmt_ns(e["p50_us"].med * 1e3), fmt_ns(e["p99_us"].med * 1e3))
+                    md.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                        label + " (%s)" % unit, cpu, fmt_stat(av, lambda v: "%.0f" % v), fmt_stat(gv, lambda v: "%.0f" % v),
+                        ratio_text(av.med, gv.med, lower_is_better=False), lat(a), lat(g)))
+                    if av and gv:
+                        self.compare("%s (%s)" % (label, cpu), av.med, gv.med, lower_is_better=False)
+                        if cpu == "pinned":
+                            bars.append((label.replace("512 B, ", "").replace(" connections", " conns"), av.med / gv.med))
+            md.append("")
+            if bars:
+                bar_chart(os.path.join(self.out, "net_vs_go.svg"), "mote's throughput over Go's, pinned (>1: mote faster)",
+                          bars, "mote / Go throughput (log scale)")
+                self.charts.append("net_vs_go.svg")
+                md.append("![network vs Go](net_vs_go.svg)\n")
+
+            idle = sorted({int(k[1]) for k in t if k[0] == "echo_idle"})
+            if idle:
+                md.append("**Idle connections**: the echo server holding N connections that never send, "
+                          "(VmRSS + VmPTE 1 s after the server accepted the last one − the same before the first) ÷ N, "
+                          "read from `/proc/<pid>/status` by the load generator.\n")
+                md.append("| connections | mote per connection | Go per connection | mote vs Go | held mote / Go | time to open mote / Go |")
+                md.append("|---|---|---|---|---|---|")
+                for n in idle:
+                    a = t.get(("echo_idle", str(n), "pinned", "mote"), {})
+                    g = t.get(("echo_idle", str(n), "pinned", "go"), {})
+                    ab, gb = a.get("bytes_per_conn", Stat([])), g.get("bytes_per_conn", Stat([]))
+                    self.compare("idle connection, %s held" % count_fmt(n), ab.med, gb.med, words=("less", "more"))
+
+                    def held(e):
+                        return "%.0f" % e["held"].med if e.get("held") else "—"
+
+                    def opened(e):
+                        return "%.2f s" % e["open_s"].med if e.get("open_s") else "—"
+                    md.append("| %s | %s | %s | %s | %s / %s | %s / %s |" % (
+                        count_fmt(n), fmt_stat(ab, fmt_bytes), fmt_stat(gb, fmt_bytes),
+                        ratio_text(ab.med, gb.med, what=("less memory", "more memory")),
+                        held(a), held(g), opened(a), opened(g)))
+                md.append("")
+        lim = next((d for d in self.net if d.get("kind") == "limits"), None)
+        if lim:
+            md.append("Limits in force: RLIMIT_NOFILE %s (hard %s; run.sh raises both for the idle case when it "
+                      "may), fs.nr_open %s, ephemeral ports %s (the load generator spreads the idle case over "
+                      "source addresses 127.0.0.2… to have enough), net.core.somaxconn %s, tcp_tw_reuse %s. "
+                      "No sysctl is changed.\n" % (
+                          lim.get("nofile", "?"), lim.get("nofile_hard", "?"), lim.get("nr_open", "?"),
+                          lim.get("port_range", "?"), lim.get("somaxconn", "?"), lim.get("tw_reuse", "?")))
+
+        # Summary rows: the targets of the netpoller issue, on the pinned layout.
+        area = "network (netpoller)"
+
+        def thr_row(name, conns, target, factor, with_p99=False):
+            a = t.get((name, conns, "pinned", "mote"), {})
+            g = t.get((name, conns, "pinned", "go"), {})
+            key = "msgs_per_s" if name == "echo_stream" else "rps"
+            av, gv = a.get(key), g.get(key)
+            if not av or not gv:
+                self.add_summary(area, target, ("Go %.0f/s; no mote data" % gv.med) if gv else "no data", None)
+                return
+            ok = av.med >= factor * gv.med
+            txt = "mote %.0f/s, Go %.0f/s: %.2f×" % (av.med, gv.med, av.med / gv.med)
+            if with_p99:
+                ap, gp = a.get("p99_us"), g.get("p99_us")
+                if ap and gp:
+                    ok = ok and ap.med <= gp.med
+                    txt += "; p99 %s vs %s" % (fmt_ns(ap.med * 1e3), fmt_ns(gp.med * 1e3))
+            self.add_summary(area, target, txt, ok)
+        thr_row("echo_pingpong", "50", "echo ping-pong 512 B, 50 connections: ≥ 1.3× Go's round trips/s", 1.3)
+        thr_row("echo_pingpong", "1000", "echo ping-pong 512 B, 1000 connections: ≥ 1.3× Go's round trips/s", 1.3)
+        thr_row("echo_stream", "4", "echo streaming 512 B, 4 connections: ≥ 1.5× Go's messages/s", 1.5)
+        thr_row("http", "50", "HTTP hello, wrk -c50: ≥ 1.5× Go's requests/s, p99 no worse", 1.5, True)
+        thr_row("http", "400", "HTTP hello, wrk -c400: ≥ 1.5× Go's requests/s, p99 no worse", 1.5, True)
+        idle = {int(k[1]) for k in t if k[0] == "echo_idle"}
+        for d in self.failures:  # sizes that could not run still get a row
+            m = re.match(r"idle-(\d+)$", d.get("what", ""))
+            if d.get("section") == "net" and m:
+                idle.add(int(m.group(1)))
+        for n in sorted(idle or {10000}):
+            a = t.get(("echo_idle", str(n), "pinned", "mote"), {}).get("bytes_per_conn")
+            g = t.get(("echo_idle", str(n), "pinned", "go"), {}).get("bytes_per_conn")
+            target = "%s idle connections: server RSS+page tables per connection ≤ Go's" % count_fmt(n)
+            if not a or not g:
+                self.add_summary(area, target, ("Go %s; no mote data" % fmt_bytes(g.med)) if g else
+                                 "not run (see Failures)", None)
+                continue
+            self.add_summary(area, target, "mote %s, Go %s" % (fmt_bytes(a.med), fmt_bytes(g.med)), a.med <= g.med)
+
     # ---------------------------------------------------------- machine
     def section_machine(self):
         m = self.machine
         md = self.md
-        md.append("## 4. The machine\n")
+        md.append("## 5. The machine\n")
         rows = [("CPU", "%s, %s CPUs" % (m.get("cpu", "?"), m.get("cpus", "?"))), ("memory", m.get("mem")),
                 ("OS / kernel", "%s / %s" % (m.get("os", "?"), m.get("kernel", "?"))),
                 ("gcc", m.get("gcc")), ("clang", m.get("clang")), ("go", m.get("go")), ("cmake", m.get("cmake")),
@@ -1081,6 +1226,7 @@ class Report:
         self.section_micro()
         self.section_malloc()
         self.section_malloc2()
+        self.section_net()
         self.section_machine()
         body = self.md[body_start:]
         meta = self.meta
