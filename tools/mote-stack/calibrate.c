@@ -67,7 +67,8 @@ enum { REGION = 2 << 20, RUNS = 3 };
 #define A_RDLOCKED MARK(19) /* a read-locked rwlock */
 #define A_ATTR MARK(20)    /* initialised, detached pthread attributes */
 #define A_THREADFN MARK(21) /* a thread body that returns at once */
-#define A_MAX 21
+#define A_TOKSTR MARK(22) /* a fresh "a=b&c=d..." string */
+#define A_MAX 22
 #define N(x) ((const void *)(uintptr_t)(x))
 
 typedef struct pcall {
@@ -136,6 +137,9 @@ static const pcall calls[] = {
     {"strchr", {A_LONGSTR, N('z')}, {0}, 0},
     {"strrchr", {A_LONGSTR, N('z')}, {0}, 0},
     {"strstr", {A_LONGSTR, "needle-not-there"}, {0}, 0},
+    {"strtok_r", {A_TOKSTR, "&=", A_SLOT}, {0}, 0},
+    {"strspn", {A_LONGSTR, "ab"}, {0}, 0},
+    {"strcspn", {A_LONGSTR, "xyz"}, {0}, 0},
     {"strtol", {"-1234567890", NULL, N(10)}, {0}, 0},
     {"strtoul", {"1234567890", NULL, N(0)}, {0}, 0},
     {"strtoll", {"-123456789012345", NULL, N(10)}, {0}, 0},
@@ -215,7 +219,7 @@ static const char *const alias[][2] = {
     {"__strncpy_chk", "strncpy"}, {"mempcpy", "memcpy"},
     {"stpcpy", "strcpy"}, {"strcat", "strcpy"}, {"strncat", "strncpy"},
     {"strcasecmp", "strcmp"}, {"strncasecmp", "strncmp"},
-    {"atol", "strtol"}, {"mmap64", "mmap"}, {"open64", "open"},
+    {"atol", "strtol"}, {"mmap64", "mmap"}, {"strtok", "strtok_r"}, {"open64", "open"},
     {"pthread_atfork", "__register_atfork"}, {"__strerror_r", "strerror"}, {"atoll", "strtoll"}, {"strtoull", "strtoul"},
     {"strtof", "strtod"}, {"strndup", "strdup"}, {"putc", "fputc"},
     {"_IO_putc", "fputc"}, {"fputs_unlocked", "fputs"},
@@ -280,6 +284,7 @@ typedef struct ctx {
     pthread_mutex_t mutex;
     pthread_cond_t cond;
     pthread_rwlock_t rw;
+    char tok[128];
     pthread_attr_t attr;
     int ints[1000];
 } ctx;
@@ -340,6 +345,9 @@ static uintptr_t resolve(ctx *c, const void *arg)
         pthread_attr_setdetachstate(&c->attr, PTHREAD_CREATE_DETACHED);
         return (uintptr_t)&c->attr;
     case 21: return (uintptr_t)thread_body;
+    case 22:
+        snprintf(c->tok, sizeof c->tok, "name=widget&color=blue&size=3&note=a<b&x=y");
+        return (uintptr_t)c->tok;
     case 14:
         memset(&c->ts, 0, sizeof c->ts);
         return (uintptr_t)&c->ts;

@@ -77,14 +77,17 @@ int hints_load(hints *h, const char *path)
         int n = sscanf(s, "%31s %1023s %lld %c", kw, name, &bytes, &extra);
         bool isframe = n == 3 && strcmp(kw, "frame") == 0;
         bool isext = n == 3 && strcmp(kw, "extern") == 0;
-        if ((!isframe && !isext) || bytes < 0 || bytes > (1 << 30)) {
-            msg_error("%s:%d: expected \"caller -> target\", \"frame FUNCTION BYTES\" "
-                      "or \"extern FUNCTION BYTES\"", path, lineno);
+        bool isrec = n == 3 && strcmp(kw, "recursion") == 0;
+        if ((!isframe && !isext && !isrec) || bytes < 0 || bytes > (1 << 30)) {
+            msg_error("%s:%d: expected \"caller -> target\", \"frame FUNCTION BYTES\", "
+                      "\"extern FUNCTION BYTES\" or \"recursion FUNCTION TIMES\"",
+                      path, lineno);
             fclose(f);
             return EXIT_INPUT;
         }
         hint_size *z = isframe ? VEC_PUSH(h->frames, h->nframes, h->capframes)
-                               : VEC_PUSH(h->externs, h->nexterns, h->capexterns);
+                       : isext ? VEC_PUSH(h->externs, h->nexterns, h->capexterns)
+                               : VEC_PUSH(h->recursions, h->nrecursions, h->caprecursions);
         z->name = xstrdup(name);
         z->bytes = (int32_t)bytes;
         z->line = lineno;
@@ -103,6 +106,9 @@ void hints_free(hints *h)
         free(h->frames[i].name);
     for (size_t i = 0; i < h->nexterns; i++)
         free(h->externs[i].name);
+    for (size_t i = 0; i < h->nrecursions; i++)
+        free(h->recursions[i].name);
+    free(h->recursions);
     free(h->edges);
     free(h->frames);
     free(h->externs);
@@ -347,12 +353,14 @@ static void cycle_found(walk *k, int to, int32_t charge)
         return;
     pos--;
     k->flags[k->stack[k->nstack - 1].v] |= W_CYCLE;
+    k->w->nbackedges++;
     if (k->w->ncycles >= 16)
         return;
     wcycle *c = VEC_PUSH(k->w->cycles, k->w->ncycles, k->w->capcycles);
     c->n = k->nstack - pos;
     c->funcs = xmalloc(c->n * sizeof *c->funcs);
     c->per_level = charge;
+    c->max_repeat = -1;
     for (size_t i = pos; i < k->nstack; i++) {
         c->funcs[i - pos] = k->stack[i].v;
         if (i + 1 < k->nstack)
@@ -504,6 +512,27 @@ void worst_from(analyzer *a, elfbin *b, int entry, const graph_opts *o, worst *w
 
     w->bound = k.cost[entry];
     w->flags = k.flags[entry];
+    /* Recursion hints: a cycle repeated N more times adds N levels to the
+     * deepest path, wherever on it the cycle sits. */
+    if (w->nbackedges) {
+        size_t bounded = 0;
+        for (size_t i = 0; i < w->ncycles; i++) {
+            wcycle *c = &w->cycles[i];
+            for (size_t r = 0; o->h && r < o->h->nrecursions && c->max_repeat < 0; r++)
+                for (size_t j = 0; j < c->n; j++)
+                    if (lookup(b, o->h->recursions[r].name) == c->funcs[j]) {
+                        c->max_repeat = o->h->recursions[r].bytes;
+                        break;
+                    }
+            if (c->max_repeat >= 0) {
+                bounded++;
+                w->recursion_extra += c->max_repeat * c->per_level;
+            }
+        }
+        w->bound += w->recursion_extra;
+        if (bounded == w->nbackedges)
+            w->flags &= ~(uint32_t)W_CYCLE;
+    }
     int64_t cum = 0;
     for (int v = entry; v >= 0;) {
         const best *bs = &k.bst[v];

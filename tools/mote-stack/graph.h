@@ -35,6 +35,8 @@ typedef struct hints {
     size_t nframes, capframes;
     hint_size *externs; /* extern NAME BYTES: a library call's cost */
     size_t nexterns, capexterns;
+    hint_size *recursions; /* recursion FN N: cycles through FN repeat <= N */
+    size_t nrecursions, caprecursions;
 } hints;
 
 int hints_load(hints *h, const char *path); /* 0 or EXIT_INPUT */
@@ -80,6 +82,7 @@ typedef struct wcycle {
     int *funcs; /* funcs[0] calls funcs[1] ... calls funcs[0] */
     size_t n;
     int64_t per_level;
+    int32_t max_repeat; /* from a recursion hint, -1 */
 } wcycle;
 
 typedef struct worst {
@@ -93,6 +96,8 @@ typedef struct worst {
     wissue *issues;
     size_t nissues, capissues;
     size_t nreached;
+    size_t nbackedges;      /* recursive calls met (cycles recorded: <= 16) */
+    int64_t recursion_extra; /* added for cycles bounded by recursion hints */
     int64_t runtime, signal; /* reserves added for the recommendation */
     uint64_t stack_size;     /* recommended */
 } worst;

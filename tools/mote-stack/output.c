@@ -206,7 +206,8 @@ static void print_worst_text(FILE *out, elfbin *b, const worst_report *r, const 
                 (unsigned long long)sp->at, sp->api);
     bool complete = w->flags == 0;
     if (complete)
-        fprintf(out, "  bound: %lld bytes (complete)\n", (long long)w->bound);
+        fprintf(out, "  bound: %lld bytes (complete%s)\n", (long long)w->bound,
+                w->recursion_extra ? ", recursion bounded by the hints" : "");
     else if (w->flags & W_CYCLE)
         fprintf(out, "  bound: UNBOUNDED (recursion); %lld bytes without recursing%s\n",
                 (long long)w->bound,
@@ -238,8 +239,12 @@ static void print_worst_text(FILE *out, elfbin *b, const worst_report *r, const 
         fprintf(out, "  recursion: ");
         for (size_t k = 0; k < c->n; k++)
             fprintf(out, "%s -> ", fname(b, c->funcs[k]));
-        fprintf(out, "%s  (%lld bytes per level)\n", fname(b, c->funcs[0]),
+        fprintf(out, "%s  (%lld bytes per level", fname(b, c->funcs[0]),
                 (long long)c->per_level);
+        if (c->max_repeat >= 0)
+            fprintf(out, "; at most %d more levels by --hints: +%lld", c->max_repeat,
+                    (long long)c->max_repeat * c->per_level);
+        fprintf(out, ")\n");
     }
     size_t shown = 0;
     for (size_t i = 0; i < w->nissues; i++) {
@@ -277,6 +282,7 @@ static void print_worst_json(jw *jw_, elfbin *b, const worst_report *r, const wo
         jw_end_obj(jw_);
     }
     jw_int(jw_, "bound", w->bound);
+    jw_int(jw_, "recursion_extra", w->recursion_extra);
     jw_bool(jw_, "complete", w->flags == 0);
     jw_bool(jw_, "recursive", (w->flags & W_CYCLE) != 0);
     jw_bool(jw_, "dynamic", (w->flags & W_DYNAMIC) != 0);
@@ -306,6 +312,8 @@ static void print_worst_json(jw *jw_, elfbin *b, const worst_report *r, const wo
             jw_str(jw_, NULL, fname(b, w->cycles[i].funcs[k]));
         jw_end_arr(jw_);
         jw_int(jw_, "bytes_per_level", w->cycles[i].per_level);
+        if (w->cycles[i].max_repeat >= 0)
+            jw_int(jw_, "max_repeat", w->cycles[i].max_repeat);
         jw_end_obj(jw_);
     }
     jw_end_arr(jw_);
