@@ -11,22 +11,19 @@ NOINLINE int dyn_alloca(int n)
 {
     char *p = alloca((size_t)n + 1);
     memset(p, 1, (size_t)n + 1);
-    corpus_sink = p[n];
-    return p[0];
+    return corpus_use(p, n + 1);
 }
 
 NOINLINE int dyn_vla(int n)
 {
     char v[n + 1];
     memset(v, 2, sizeof v);
-    corpus_sink = v[n];
-    return v[0];
+    return corpus_use(v, n + 1);
 }
 
 NOINLINE int dyn_aligned(int n)
 {
     _Alignas(64) char b[200];
     memset(b, n, sizeof b);
-    corpus_sink = b[n & 127];
-    return b[1];
+    return corpus_use(b, sizeof b);
 }

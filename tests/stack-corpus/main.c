@@ -7,6 +7,12 @@
 
 #include <stdio.h>
 
+NOINLINE int corpus_use(char *p, int n)
+{
+    __asm__ volatile("" : : "r"(p) : "memory");
+    return p[n / 2];
+}
+
 int main(int argc, char **argv)
 {
     (void)argv;

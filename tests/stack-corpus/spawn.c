@@ -10,12 +10,18 @@
 
 volatile int spawn_sink;
 
+/* Opaque to the optimiser: the buffers handed to it must exist. */
+__attribute__((noinline)) static int spawn_use(char *p, int n)
+{
+    __asm__ volatile("" : : "r"(p) : "memory");
+    return p[n / 2];
+}
+
 __attribute__((noinline)) static int spawn_helper(int x)
 {
     char buf[1000];
     memset(buf, x, sizeof buf);
-    spawn_sink = buf[x & 511];
-    return buf[2];
+    return spawn_use(buf, sizeof buf);
 }
 
 static void spawn_worker(void *arg)
@@ -27,7 +33,7 @@ static void spawn_other(void *arg)
 {
     char buf[5000];
     memset(buf, (int)(long)arg, sizeof buf);
-    spawn_sink = buf[(long)arg & 4095];
+    spawn_sink = spawn_use(buf, sizeof buf);
 }
 
 static void spawn_main(void *arg)

@@ -21,16 +21,14 @@ NOINLINE int tree_small(int x)
 {
     char buf[40];
     memset(buf, x, sizeof buf);
-    corpus_sink = buf[x & 31];
-    return tree_leaf(x) + buf[3];
+    return tree_leaf(x) + corpus_use(buf, sizeof buf);
 }
 
 NOINLINE int tree_mid(int x)
 {
     char buf[300];
     memset(buf, x, sizeof buf);
-    corpus_sink = buf[x & 255];
-    return tree_small(x + 1) + tree_small(x + 2) + buf[7];
+    return tree_small(x + 1) + tree_small(x + 2) + corpus_use(buf, sizeof buf);
 }
 
 /* The fat one on the deep path. */
@@ -38,8 +36,7 @@ NOINLINE int tree_big(int x)
 {
     char buf[65536];
     memset(buf, x, sizeof buf);
-    corpus_sink = buf[x & 0xffff];
-    return tree_mid(x) + buf[100];
+    return tree_mid(x) + corpus_use(buf, sizeof buf);
 }
 
 /* Wide: many callees, only one deep. */
@@ -96,8 +93,7 @@ NOINLINE int tree_indirect(int x)
 {
     char buf[64];
     memset(buf, x, sizeof buf);
-    corpus_sink = buf[x & 63];
-    return tree_fns[(unsigned)x % 3](x) + buf[1];
+    return tree_fns[(unsigned)x % 3](x) + corpus_use(buf, sizeof buf);
 }
 
 NOINLINE int tree_root(int x)

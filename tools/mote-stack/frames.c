@@ -42,7 +42,7 @@ enum op {
     OP_OTHER, OP_NOP, OP_PUSH, OP_POP, OP_SUB_IMM, OP_ADD_IMM, OP_SUB_REG,
     OP_ADD_REG, OP_AND_IMM, OP_LEA, OP_MOV_REG, OP_MOV_IMM, OP_MOV_LOAD,
     OP_CMP_REG, OP_CALL, OP_JMP, OP_JCC, OP_RET, OP_STOP, OP_LEAVE, OP_ENTER,
-    OP_PROBE_OR,
+    OP_PROBE_OR, OP_STORE,
 };
 
 /* One decoded instruction, reduced to what matters for the stack. */
@@ -64,8 +64,14 @@ typedef struct rv {
     int8_t k;
 } rv;
 
+enum { NSLOTS = 4 };
+
 typedef struct state {
     rv r[16];
+    /* Stack slots holding a tracked value: -O0 code and clang's
+     * stacksave/stackrestore keep %rsp or a function pointer there. */
+    int64_t slot_at[NSLOTS]; /* depth of the slot, 0 = free */
+    rv slot_v[NSLOTS];
     int8_t cmp; /* register the last instruction compared %rsp with */
     uint8_t page_sub; /* the last instruction was sub rsp,4096 */
     uint8_t tbl_age; /* instructions since a table-indexed load */
@@ -322,6 +328,10 @@ static void fill(insn *I, const cs_insn *c)
         } else if (o0 && o0->type == X86_OP_MEM && o1 && o1->type == X86_OP_IMM &&
                    o1->imm == 0) {
             I->imm_store0 = 1; /* clang's probe: mov qword [rsp], 0 */
+        } else if (o0 && o0->type == X86_OP_MEM && o1 && o1->type == X86_OP_REG &&
+                   o1->size == 8) {
+            I->op = OP_STORE; /* a register saved to a stack slot */
+            I->r1 = gpr(o1->reg);
         }
         return;
     case X86_INS_CMP:
@@ -502,6 +512,18 @@ static void clobber_call(state *s)
         s->r[caller_saved[i]] = rv_unk();
 }
 
+/* The depth of the 8-byte stack slot an instruction addresses, or 0. */
+static int64_t slot_addr(const state *s, const insn *I)
+{
+    if (I->mbase < 0 || I->mbase >= 16 || I->mindex >= 0)
+        return 0;
+    rv b = s->r[I->mbase];
+    if (b.k != K_SP)
+        return 0;
+    int64_t d = b.v - I->disp;
+    return d > 0 ? d : 0;
+}
+
 /* Follows one path from addr until it ends or joins analysed code. */
 static void run_path(analyzer *a, uint64_t addr, state s)
 {
@@ -671,12 +693,35 @@ static void run_path(analyzer *a, uint64_t addr, state s)
                 s.r[r0] = v;
             break;
         }
-        case OP_MOV_LOAD:
+        case OP_MOV_LOAD: {
+            rv v = rv_unk();
+            int64_t at = slot_addr(&s, I);
+            for (int k = 0; at && k < NSLOTS; k++)
+                if (s.slot_at[k] == at)
+                    v = s.slot_v[k];
+            if (I->opsz != 8)
+                v = rv_unk();
             if (r0 == RSP)
-                go = set_rsp(a, &s, rv_unk(), I);
+                go = set_rsp(a, &s, v, I);
             else if (r0 >= 0 && r0 < 16)
-                s.r[r0] = rv_unk();
+                s.r[r0] = v;
             break;
+        }
+        case OP_STORE: {
+            int64_t at = slot_addr(&s, I);
+            if (!at)
+                break;
+            rv v = r1 >= 0 && r1 < 16 ? s.r[r1] : rv_unk();
+            int k, free_k = -1;
+            for (k = 0; k < NSLOTS && s.slot_at[k] != at; k++)
+                if (!s.slot_at[k] && free_k < 0)
+                    free_k = k;
+            if (k == NSLOTS)
+                k = free_k >= 0 ? free_k : (int)((uint64_t)at / 8 % NSLOTS);
+            s.slot_at[k] = v.k == K_UNK ? 0 : at;
+            s.slot_v[k] = v;
+            break;
+        }
         case OP_CMP_REG:
             if (r0 == RSP && r1 >= 0 && r1 < 16)
                 s.cmp = r1;
