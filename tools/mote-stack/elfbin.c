@@ -398,19 +398,24 @@ static char *own(elfbin *b, char *s)
 }
 
 /* Functions the symbol tables do not name, from .eh_frame_hdr's sorted
- * table of FDE start addresses; each range comes from its FDE. */
+ * table of FDEs: each FDE gives a function's start and length.  (libdw's
+ * dwarf_frame_info only gives the range of one CFI row, not the FDE's.) */
 static size_t add_eh_frame_funcs(elfbin *b, rawsym **syms, size_t *n, size_t *cap)
 {
     Elf_Scn *hs = find_scn_named(b->elf, ".eh_frame_hdr");
-    GElf_Shdr hsh;
+    Elf_Scn *es = find_scn_named(b->elf, ".eh_frame");
+    GElf_Shdr hsh, esh;
     Elf_Data *hd = hs ? elf_getdata(hs, NULL) : NULL;
-    if (!hd || !gelf_getshdr(hs, &hsh) || hd->d_size < 12) {
+    Elf_Data *ed = es ? elf_getdata(es, NULL) : NULL;
+    if (!hd || !ed || !gelf_getshdr(hs, &hsh) || !gelf_getshdr(es, &esh) ||
+        hd->d_size < 12) {
         msg_warn("%s: no .eh_frame_hdr: --eh-frame finds no functions", b->path);
         return 0;
     }
-    const uint8_t *p = hd->d_buf;
+    const uint8_t *p = hd->d_buf, *e = ed->d_buf;
     /* Only the encodings every x86-64 toolchain emits: eh_frame_ptr
-     * sdata4|pcrel, fde_count udata4, table sdata4|datarel. */
+     * sdata4|pcrel, fde_count udata4, table sdata4|datarel, and FDE
+     * addresses as 4-byte values. */
     if (p[0] != 1 || (p[1] & 0x0f) != 0x0b || p[2] != 0x03 || p[3] != 0x3b) {
         msg_warn("%s: .eh_frame_hdr uses an unusual encoding; --eh-frame "
                  "ignored", b->path);
@@ -420,24 +425,23 @@ static size_t add_eh_frame_funcs(elfbin *b, rawsym **syms, size_t *n, size_t *ca
     memcpy(&count, p + 8, 4);
     if (12 + (uint64_t)count * 8 > hd->d_size)
         count = (uint32_t)((hd->d_size - 12) / 8);
-    Dwarf_CFI *cfi = dwarf_getcfi_elf(b->elf);
-    if (!cfi) {
-        msg_warn("%s: unreadable .eh_frame: %s", b->path, dwarf_errmsg(-1));
-        return 0;
-    }
     size_t got = 0, nsym = *n;
     for (uint32_t i = 0; i < count; i++) {
-        int32_t rel;
+        int32_t rel, frel;
         memcpy(&rel, p + 12 + 8 * i, 4);
-        uint64_t start = hsh.sh_addr + (int64_t)rel;
-        Dwarf_Frame *fr = NULL;
-        Dwarf_Addr lo, hi;
-        if (dwarf_cfi_addrframe(cfi, start, &fr) != 0)
+        memcpy(&frel, p + 12 + 8 * i + 4, 4);
+        uint64_t lo = hsh.sh_addr + (int64_t)rel;
+        uint64_t fde = hsh.sh_addr + (int64_t)frel;
+        if (fde < esh.sh_addr || fde + 16 > esh.sh_addr + ed->d_size)
             continue;
-        int ok = dwarf_frame_info(fr, &lo, &hi, NULL) >= 0;
-        free(fr);
+        const uint8_t *f = e + (fde - esh.sh_addr);
+        uint32_t len, range;
+        memcpy(&len, f, 4);
+        if (len == 0xffffffffu || len < 12)
+            continue; /* 64-bit DWARF length: not emitted for x86-64 code */
+        memcpy(&range, f + 12, 4);
         size_t avail;
-        if (!ok || hi <= lo || !elfbin_code(b, lo, &avail))
+        if (range == 0 || !elfbin_code(b, lo, &avail))
             continue;
         /* Covered by a symbol already?  syms[0..nsym) is sorted. */
         size_t a = 0, z = nsym;
@@ -460,13 +464,12 @@ static size_t add_eh_frame_funcs(elfbin *b, rawsym **syms, size_t *n, size_t *ca
         snprintf(buf, sizeof buf, "fn_%llx", (unsigned long long)lo);
         rawsym *r = VEC_PUSH(*syms, *n, *cap);
         r->addr = lo;
-        r->size = hi - lo;
+        r->size = range;
         r->name = own(b, xstrdup(buf));
         r->bind = STB_LOCAL;
         r->type = STT_FUNC;
         got++;
     }
-    dwarf_cfi_end(cfi);
     return got;
 }
 
@@ -766,6 +769,7 @@ int elfbin_open(elfbin *b, const char *path, const elfbin_opts *o)
     GElf_Ehdr eh;
     gelf_getehdr(b->elf, &eh);
     b->type = eh.e_type;
+    b->entry = eh.e_entry;
     load_code(b);
     if (!b->ncode) {
         msg_error("%s: no executable code sections", path);

@@ -54,6 +54,7 @@ typedef struct elfbin {
     Elf *elf, *dbg_elf; /* dbg_elf: a separate debug file, or NULL */
     char *dbg_path;
     uint16_t type;      /* ET_EXEC or ET_DYN */
+    uint64_t entry;     /* e_entry: _start of an executable */
     bool dynamic;       /* has PT_DYNAMIC: calls may go through a PLT */
     bool bind_now;      /* no lazy binding (DF_BIND_NOW / DF_1_NOW) */
     const char *symsrc; /* ".symtab", ".dynsym", "separate debug file"... */

@@ -161,6 +161,18 @@ static int cmd_frames(const cli *c, elfbin *b, analyzer *a)
     return 0;
 }
 
+/* In a stripped executable: the function _start hands to
+ * __libc_start_main. */
+static int find_main(elfbin *b, analyzer *a)
+{
+    const frame *f = frame_of(a, elfbin_func_at(b, b->entry));
+    const callsite *cs = f ? frame_calls(a, f) : NULL;
+    for (uint32_t k = 0; f && k < f->ncalls; k++)
+        if (cs[k].ext && strncmp(cs[k].ext, "__libc_start_main", 17) == 0 && cs[k].arg0_known)
+            return elfbin_func_start(b, cs[k].arg0);
+    return -1;
+}
+
 static int cmd_worst(const cli *c, elfbin *b, analyzer *a, const costs *co,
                      const hints *h)
 {
@@ -179,6 +191,8 @@ static int cmd_worst(const cli *c, elfbin *b, analyzer *a, const costs *co,
                 fi = elfbin_func_start(b, strtoull(e, NULL, 16));
             else
                 fi = elfbin_func_named(b, e, strlen(e));
+            if (fi < 0 && strcmp(e, "main") == 0)
+                fi = find_main(b, a);
             if (fi < 0) {
                 msg_error("%s: no function %s", b->path, e);
                 free(entries);
