@@ -31,7 +31,13 @@ if(MOTE_STACK_BUILT)
   add_test(NAME stack_traces COMMAND ${_st_py} ${_st_run} traces ${_st_tool} ${_st_src} ${_st_work}/traces)
   add_test(NAME stack_spawn COMMAND ${_st_py} ${_st_run} spawn ${_st_tool} ${_st_src} ${_st_work}/spawn
     ${CMAKE_C_COMPILER} ${CMAKE_SOURCE_DIR}/include $<TARGET_FILE:mote_static>)
-  add_test(NAME stack_calibrate COMMAND ${_st_py} ${_st_run} calibrate ${_st_tool} ${_st_work}/calibrate)
+  # Under a sanitizer dlsym finds its interceptors, not libc: calibrate
+  # would measure those.
+  if(MOTE_SANITIZE STREQUAL "")
+    add_test(NAME stack_calibrate COMMAND ${_st_py} ${_st_run} calibrate ${_st_tool} ${_st_work}/calibrate)
+  else()
+    add_test(NAME stack_calibrate COMMAND sh -c "exit 77")
+  endif()
   add_test(NAME stack_story COMMAND ${_st_py} ${_st_run} story ${_st_tool}
     $<TARGET_FILE:mote_stack_story> $<TARGET_FILE:mote_stack_story_fixed>
     ${CMAKE_SOURCE_DIR}/tools/mote-stack/mote.hints)
