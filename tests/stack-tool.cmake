@@ -1,0 +1,47 @@
+# mote-stack (tools/mote-stack): the corpus against gcc's -fstack-usage and
+# clang's .stack_sizes in every build variant, bad inputs, check, traces,
+# entries found from mote_go calls, calibrate, and the seed story.  Driven
+# by tests/stack-corpus/run.py; a test exits 77 (skipped) only when its
+# compiler or python3 is absent.
+if(MOTE_STACK_BUILT)
+  find_package(Python3 COMPONENTS Interpreter QUIET)
+  set(_st_run ${CMAKE_CURRENT_SOURCE_DIR}/stack-corpus/run.py)
+  set(_st_src ${CMAKE_CURRENT_SOURCE_DIR}/stack-corpus)
+  set(_st_work ${CMAKE_CURRENT_BINARY_DIR}/stack-work)
+  if(Python3_Interpreter_FOUND)
+    set(_st_py ${Python3_EXECUTABLE})
+  else()
+    set(_st_py sh -c "exit 77" --)
+  endif()
+  set(_st_tool $<TARGET_FILE:mote-stack>)
+  find_program(MOTE_STACK_GCC gcc)
+  find_program(MOTE_STACK_CLANG clang)
+  foreach(cc gcc clang)
+    string(TOUPPER ${cc} _up)
+    if(MOTE_STACK_${_up})
+      set(_cc ${MOTE_STACK_${_up}})
+    else()
+      set(_cc ${cc}) # run.py skips (77) when it cannot find it
+    endif()
+    add_test(NAME stack_corpus_${cc}
+      COMMAND ${_st_py} ${_st_run} corpus ${_st_tool} ${_st_src} ${_st_work}/corpus ${_cc})
+  endforeach()
+  add_test(NAME stack_errors COMMAND ${_st_py} ${_st_run} errors ${_st_tool} ${_st_src} ${_st_work}/errors)
+  add_test(NAME stack_check COMMAND ${_st_py} ${_st_run} check ${_st_tool} ${_st_src} ${_st_work}/check)
+  add_test(NAME stack_traces COMMAND ${_st_py} ${_st_run} traces ${_st_tool} ${_st_src} ${_st_work}/traces)
+  add_test(NAME stack_spawn COMMAND ${_st_py} ${_st_run} spawn ${_st_tool} ${_st_src} ${_st_work}/spawn
+    ${CMAKE_C_COMPILER} ${CMAKE_SOURCE_DIR}/include $<TARGET_FILE:mote_static>)
+  # Under a sanitizer dlsym finds its interceptors, not libc: calibrate
+  # would measure those.
+  if(MOTE_SANITIZE STREQUAL "")
+    add_test(NAME stack_calibrate COMMAND ${_st_py} ${_st_run} calibrate ${_st_tool} ${_st_work}/calibrate)
+  else()
+    add_test(NAME stack_calibrate COMMAND sh -c "exit 77")
+  endif()
+  add_test(NAME stack_story COMMAND ${_st_py} ${_st_run} story ${_st_tool}
+    $<TARGET_FILE:mote_stack_story> $<TARGET_FILE:mote_stack_story_fixed>
+    ${CMAKE_SOURCE_DIR}/tools/mote-stack/mote.hints)
+  set_tests_properties(stack_corpus_gcc stack_corpus_clang stack_errors stack_check
+    stack_traces stack_spawn stack_calibrate stack_story
+    PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS stack)
+endif()
