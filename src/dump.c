@@ -20,7 +20,7 @@
 #include "os/os.h"
 #include "runtime.h"
 
-#define rt mote__rt
+#define rt           mote__rt
 #define DUMP_WAIT_NS (200 * 1000000LL)
 
 static void dump_state(FILE *f, worker *w, const task *t, int64_t now)
@@ -76,8 +76,8 @@ void mote__dump_answer(worker *w)
             fputc('\n', f);
             if (t == w->current) {
                 uintptr_t pcs[24];
-                int k = mote__backtrace_from(t, (uintptr_t)__builtin_frame_address(0), pcs,
-                                             24);
+                int k = mote__backtrace_from(t, (uintptr_t)__builtin_frame_address(0),
+                                             pcs, 24);
                 mote__backtrace_print_pcs(f, pcs, k, "      ");
             } else {
                 mote__backtrace_print(f, t, "      ");
@@ -99,14 +99,14 @@ static void dump_busy(int fd, worker *w)
         STORE(&w->hazard, t, SEQ_CST);
         if (LOAD(&w->running, SEQ_CST) == t) {
             char name[128];
+            const char *nm = mote__task_display_name(t, name, sizeof name);
             long nr;
             char st = mote__os_thread_state(w->tid, &nr);
             snprintf(line, sizeof line,
                      "worker %d: busy, did not reach a scheduling point within %lld ms: "
                      "task %llu (%s) is %s\n",
                      w->index, (long long)(DUMP_WAIT_NS / 1000000),
-                     (unsigned long long)t->id,
-                     mote__task_display_name(t, name, sizeof name),
+                     (unsigned long long)t->id, nm,
                      st == 'R' ? "running" : "in a blocking system call");
             STORE(&w->hazard, NULL, SEQ_CST);
             mote__os_write_all(fd, line, strlen(line));

@@ -73,9 +73,24 @@ static uint64_t m_rss(void) { return mote__os_status_bytes("VmRSS"); }
 static uint64_t m_hwm(void) { return mote__os_status_bytes("VmHWM"); }
 static uint64_t m_pte(void) { return mote__os_status_bytes("VmPTE"); }
 
-static uint64_t m_polls(void) { uint64_t p, e; mote__netpoll_stats(&p, &e); return p; }
-static uint64_t m_poll_events(void) { uint64_t p, e; mote__netpoll_stats(&p, &e); return e; }
-static uint64_t m_wake(int b) { sched_stats s; mote__sched_stats_read(&s); return s.io_wake[b]; }
+static uint64_t m_polls(void)
+{
+    uint64_t p, e;
+    mote__netpoll_stats(&p, &e);
+    return p;
+}
+static uint64_t m_poll_events(void)
+{
+    uint64_t p, e;
+    mote__netpoll_stats(&p, &e);
+    return e;
+}
+static uint64_t m_wake(int b)
+{
+    sched_stats s;
+    mote__sched_stats_read(&s);
+    return s.io_wake[b];
+}
 static uint64_t m_wake0(void) { return m_wake(0); }
 static uint64_t m_wake1(void) { return m_wake(1); }
 static uint64_t m_wake2(void) { return m_wake(2); }

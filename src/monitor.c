@@ -35,28 +35,25 @@
 #include "os/os.h"
 #include "runtime.h"
 
-#define rt mote__rt
+#define rt                mote__rt
 #define MONITOR_PERIOD_NS (2 * 1000000LL)
-#define MONITOR_STALL_NS (10 * 1000000LL)
-#define MONITOR_DEEP_NS (100 * 1000000LL)
-#define MONITOR_SIGNAL SIGURG
+#define MONITOR_STALL_NS  (10 * 1000000LL)
+#define MONITOR_DEEP_NS   (100 * 1000000LL)
+#define MONITOR_SIGNAL    SIGURG
 
 static struct {
     pthread_t thread;
     int started;
-    int stop;         /* atomic */
-    int word;         /* futex: bumped to wake the monitor */
-    int deep;         /* atomic: sleeping until poked */
-    int quit;         /* atomic: SIGQUIT asked for a dump */
-    uint64_t stalls;  /* atomic, all runs */
+    int stop;        /* atomic */
+    int word;        /* futex: bumped to wake the monitor */
+    int deep;        /* atomic: sleeping until poked */
+    int quit;        /* atomic: SIGQUIT asked for a dump */
+    uint64_t stalls; /* atomic, all runs */
     struct sigaction prev_quit, prev_urg;
     bool urg_installed, quit_installed;
 } mon;
 
-uint64_t mote__monitor_stalls(void)
-{
-    return LOAD(&mon.stalls, RELAXED);
-}
+uint64_t mote__monitor_stalls(void) { return LOAD(&mon.stalls, RELAXED); }
 
 static void monitor_wake(void)
 {
@@ -70,10 +67,7 @@ void mote__monitor_poke(void)
         monitor_wake();
 }
 
-void mote__monitor_thread_init(worker *w)
-{
-    w->tid = mote__os_gettid();
-}
+void mote__monitor_thread_init(worker *w) { w->tid = mote__os_gettid(); }
 
 /* SIGURG on a stalled worker: take the running task's backtrace. */
 static void monitor_urg(int sig, siginfo_t *si, void *ucv)
@@ -112,9 +106,9 @@ static void monitor_report(worker *w, int64_t for_ns)
         STORE(&w->hazard, NULL, SEQ_CST);
         return;
     }
-    char name[128];
+    char name[128], sym[128];
     uint64_t id = t->id;
-    mote__task_display_name(t, name, sizeof name);
+    snprintf(name, sizeof name, "%s", mote__task_display_name(t, sym, sizeof sym));
     int npcs = 0;
     uintptr_t pcs[24];
     if (st == 'R') {

@@ -133,8 +133,7 @@ int mote_listen_tcp(const char *addr, int backlog)
     int fd = -EADDRNOTAVAIL;
     for (int pass = 0; pass < 2 && fd < 0; pass++)
         for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next)
-            if ((ai->ai_family == AF_INET6) == (pass == 0) ||
-                (a.host[0] && pass == 0))
+            if ((ai->ai_family == AF_INET6) == (pass == 0) || (a.host[0] && pass == 0))
                 fd = net_listen_on(ai, backlog);
     freeaddrinfo(res);
     return fd;

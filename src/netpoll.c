@@ -29,19 +29,19 @@
 #include "spin.h"
 #include "waitq.h"
 
-#define PD_CHUNK 1024
-#define PD_MAX_FD (1 << 22) /* the kernel's nr_open ceiling is 2^20 by default */
+#define PD_CHUNK          1024
+#define PD_MAX_FD         (1 << 22) /* the kernel's nr_open ceiling is 2^20 by default */
 #define NETPOLL_BREAK_TAG UINT64_MAX
 
 static struct {
     int init_lock;
-    int state;        /* atomic: 0 not made, 1 ready, -errno failed */
+    int state; /* atomic: 0 not made, 1 ready, -errno failed */
     int epfd, efd;
-    uint32_t gen;     /* atomic */
+    uint32_t gen;                        /* atomic */
     pdesc *chunks[PD_MAX_FD / PD_CHUNK]; /* atomic pointers */
-    int poller;       /* atomic: index + 1 of the worker blocked in epoll */
-    uint64_t nfds, nwaiting;            /* atomic */
-    uint64_t polls, events;             /* atomic, for metrics */
+    int poller;              /* atomic: index + 1 of the worker blocked in epoll */
+    uint64_t nfds, nwaiting; /* atomic */
+    uint64_t polls, events;  /* atomic, for metrics */
 } np;
 
 static void netpoll_fork_child(void)
@@ -95,10 +95,7 @@ static int netpoll_init(void)
     return st == 1 ? 0 : st;
 }
 
-bool mote__netpoll_active(void)
-{
-    return LOAD(&np.nfds, RELAXED) != 0;
-}
+bool mote__netpoll_active(void) { return LOAD(&np.nfds, RELAXED) != 0; }
 
 static pdesc *pd_lookup(int fd)
 {
@@ -179,8 +176,7 @@ static void pd_discard(waiter *w)
         mote__waitq_unlink(w);
         spin_unlock(&pd->lock);
     }
-    /* one count per waiting task: the record that is first on its chain */
-    if (w == w->t->waits)
+    if (w->idx) /* the one record of its wait that carries the count */
         FETCH_SUB(&np.nwaiting, 1, RELAXED);
 }
 
@@ -206,6 +202,7 @@ int mote__netpoll_wait(int fd, pdesc *pd, int dirs, int64_t deadline)
     for (int d = 0; d < 2; d++) {
         mote__waiter_init(&w[d], self);
         w[d].discard = pd_discard;
+        w[d].idx = d == 0 ? 1 : !(dirs & PD_WANT_READ); /* who counts */
         if (dirs & (1 << d))
             mote__waitq_publish(&pd->waiters[d], &pd->lock, &w[d], pd);
     }
@@ -316,15 +313,9 @@ bool mote__netpoll_is_poller(const struct worker *w)
     return LOAD(&np.poller, SEQ_CST) == w->index + 1;
 }
 
-uint64_t mote__netpoll_waiting(void)
-{
-    return LOAD(&np.nwaiting, RELAXED);
-}
+uint64_t mote__netpoll_waiting(void) { return LOAD(&np.nwaiting, RELAXED); }
 
-uint64_t mote__netpoll_fds(void)
-{
-    return LOAD(&np.nfds, RELAXED);
-}
+uint64_t mote__netpoll_fds(void) { return LOAD(&np.nfds, RELAXED); }
 
 void mote__netpoll_stats(uint64_t *polls, uint64_t *events)
 {

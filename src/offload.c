@@ -35,8 +35,8 @@ typedef struct offload_req {
     void *arg;
     intptr_t result;
     int err;
-    task *t;     /* NULL once abandoned by a run's teardown */
-    bool done;   /* ran, but its task could not be readied */
+    task *t;   /* NULL once abandoned by a run's teardown */
+    bool done; /* ran, but its task could not be readied */
     bool running;
     struct offload_req *next;
 } offload_req;
@@ -45,8 +45,8 @@ static struct {
     pthread_mutex_t lock;
     pthread_cond_t work;
     offload_req *head, *tail;
-    uint32_t nthreads, nidle;  /* nthreads atomic for metrics */
-    uint64_t queued, pending;  /* atomic */
+    uint32_t nthreads, nidle; /* nthreads atomic for metrics */
+    uint64_t queued, pending; /* atomic */
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER};
 
 uint64_t mote__offload_pending(void) { return LOAD(&pool.pending, RELAXED); }

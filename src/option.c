@@ -83,17 +83,18 @@ const mote__option mote__options[OPT_COUNT] = {
          .doc = "how long freed heap pages stay before the scavenger returns "
                 "them (ms)",
          .expect = "milliseconds, a whole number from 0 to 3600000"},
-    [OPT_BLOCKING_THREADS] = {.name = "MOTE_BLOCKING_THREADS",
-                              .kind = OPT_KIND_COUNT,
-                              .scope = OPT_RUNTIME,
-                              .min = 1,
-                              .max = 65536,
-                              .def = 64,
-                              .def_doc = "64",
-                              .doc = "most threads of the pool that runs `mote_offload` calls "
-                                     "and file I/O (it grows on demand and shrinks when idle; "
-                                     "at the cap calls queue)",
-                              .expect = "a whole number of threads from 1 to 65536"},
+    [OPT_BLOCKING_THREADS] =
+        {.name = "MOTE_BLOCKING_THREADS",
+         .kind = OPT_KIND_COUNT,
+         .scope = OPT_RUNTIME,
+         .min = 1,
+         .max = 65536,
+         .def = 64,
+         .def_doc = "64",
+         .doc = "most threads of the pool that runs `mote_offload` calls "
+                "and file I/O (it grows on demand and shrinks when idle; "
+                "at the cap calls queue)",
+         .expect = "a whole number of threads from 1 to 65536"},
     [OPT_DEBUG] = {.name = "MOTE_DEBUG",
                    .kind = OPT_KIND_CHOICE,
                    .scope = OPT_RUNTIME,

@@ -55,8 +55,8 @@ typedef struct worker {
     stack_cache stacks;
     task *dead;            /* exited; released after the next switch */
     int64_t starved_since; /* no stack could be mapped: back off */
-    int64_t last_poll;           /* when this worker last polled (ns) */
-    bool chores;                 /* due: to do in the worker's own context */
+    int64_t last_poll;     /* when this worker last polled (ns) */
+    bool chores;           /* due: to do in the worker's own context */
     uint32_t release_seen; /* the release_epoch this worker acted on */
     list all;              /* started tasks, for dumps and teardown */
     uint64_t id_next, id_end;
@@ -67,12 +67,12 @@ typedef struct worker {
     int64_t n_blocked;
     sanfiber_ctx san; /* the scheduler context's sanitizer state */
     /* Read by the monitor and the task dump from other threads: */
-    int tid;             /* the thread's kernel id */
-    uint64_t switches;   /* atomic (single writer): every switch */
-    task *running;       /* atomic: the task on the CPU, or NULL */
-    task *hazard;        /* atomic: a task the monitor is reading */
-    uint32_t dump_seen;  /* the dump request this worker answered */
-    char *dump_text;     /* its answer (malloc'd by open_memstream) */
+    int tid;            /* the thread's kernel id */
+    uint64_t switches;  /* atomic (single writer): every switch */
+    task *running;      /* atomic: the task on the CPU, or NULL */
+    task *hazard;       /* atomic: a task the monitor is reading */
+    uint32_t dump_seen; /* the dump request this worker answered */
+    char *dump_text;    /* its answer (malloc'd by open_memstream) */
     size_t dump_len;
     /* A stalled task's backtrace, taken by a signal on this thread: */
     uintptr_t stall_pcs[24];

@@ -21,8 +21,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "netpoll.h"
 #include "monitor.h"
+#include "netpoll.h"
 #include "offload.h"
 #include "option.h"
 #include "os/os.h"
@@ -41,7 +41,7 @@
 /* A busy worker looks at the netpoller at least this often (checked every
  * 16th pick): a ready socket waits for at most this plus one task's run
  * when every worker is busy; an idle worker blocks in epoll instead. */
-#define NETPOLL_INTERVAL_NS (100 * 1000)
+#define NETPOLL_INTERVAL_NS   (100 * 1000)
 
 runtime mote__rt = {.idle_lock = PTHREAD_MUTEX_INITIALIZER,
                     .ext_lock = PTHREAD_RWLOCK_INITIALIZER};

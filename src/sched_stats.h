@@ -14,7 +14,7 @@ typedef struct sched_stats {
     uint64_t live, runnable, blocked, spawned, workers;
     uint64_t stacks_in_use, stacks_pooled, stacks_trimmed;
     uint64_t highwater[TRIM_NBUCKET]; /* live tasks by last high water */
-    uint64_t io_wake[5]; /* netpoller wake-ups by latency bucket, this run */
+    uint64_t io_wake[5];              /* netpoller wake-ups by latency bucket, this run */
 } sched_stats;
 
 void mote__sched_stats_read(sched_stats *s);

@@ -51,7 +51,7 @@ struct task { /* ordered to pack: 160 bytes in a plain build */
     stack_slot stack;
     list_node all_link;  /* the worker's list of started tasks */
     list_node trim_link; /* the worker's trim candidates */
-    int64_t parked_at;      /* atomic: clock at the last park, or when the
+    int64_t parked_at;   /* atomic: clock at the last park, or when the
                                netpoller readied it (io_woken) */
     uint32_t timer_idx;
     bool started;
@@ -59,7 +59,7 @@ struct task { /* ordered to pack: 160 bytes in a plain build */
     bool trim_queued;
     bool hw_sample;   /* started on a trimmed stack: measure it */
     int8_t hw_bucket; /* last measured high water, -1 unknown */
-    bool io_woken;          /* readied by the netpoller: parked_at is then
+    bool io_woken;    /* readied by the netpoller: parked_at is then
                                when (wake-up latency metric) */
     sanfiber_ctx san; /* sanitizer and valgrind stack state */
 };

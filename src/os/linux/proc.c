@@ -94,7 +94,8 @@ char mote__os_thread_state(int tid, long *syscall_nr)
     char *p = strrchr(buf, ')'); /* the thread's name may hold spaces */
     char st = p && p[1] == ' ' ? p[2] : '?';
     snprintf(path, sizeof path, "/proc/self/task/%d/syscall", tid);
-    if (st != 'R' && os_read_proc(path, buf, sizeof buf) && buf[0] >= '0' && buf[0] <= '9')
+    if (st != 'R' && os_read_proc(path, buf, sizeof buf) && buf[0] >= '0' &&
+        buf[0] <= '9')
         *syscall_nr = strtol(buf, NULL, 10);
     return st;
 }

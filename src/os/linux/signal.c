@@ -10,8 +10,8 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <unistd.h>
 #include <time.h>
+#include <unistd.h>
 
 int mote__os_signal_install(int sig, void (*handler)(int, siginfo_t *, void *),
                             struct sigaction *prev)
@@ -115,7 +115,4 @@ void mote__os_thread_name(const char *name)
     prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
 }
 
-int mote__os_gettid(void)
-{
-    return (int)syscall(SYS_gettid);
-}
+int mote__os_gettid(void) { return (int)syscall(SYS_gettid); }

@@ -1,0 +1,530 @@
+/*
+ * test_net.c - task-aware I/O on loopback: EOF, resets, timeouts on every
+ * call, mote_close while others wait, descriptor reuse, half-close, EPIPE
+ * without SIGPIPE, pipes and eventfd through mote_wait_fd, regular files on
+ * the blocking pool, name resolution and slow offloaded calls that do not
+ * stall a lone worker, thousands of connections, accept storms, and runs
+ * ending with descriptors still registered.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "mote.h"
+
+#define MS 1000000LL
+
+static uint64_t metric(const char *name)
+{
+    uint64_t v = 0;
+    CHECK_EQ(mote_metric(name, &v), 0);
+    return v;
+}
+
+/* A listener on an ephemeral loopback port; its "127.0.0.1:port". */
+static int listen_any(char *addr, size_t len)
+{
+    int lfd = mote_listen_tcp("127.0.0.1:0", 128);
+    CHECK(lfd >= 0);
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    CHECK_EQ(getsockname(lfd, (struct sockaddr *)&sa, &sl), 0);
+    snprintf(addr, len, "127.0.0.1:%d", ntohs(sa.sin_port));
+    return lfd;
+}
+
+/* A connected pair: *a dialed, *b accepted. */
+static void tcp_pair(int *a, int *b)
+{
+    char addr[64];
+    int lfd = listen_any(addr, sizeof addr);
+    *a = mote_dial_tcp(addr, 2000 * MS);
+    CHECK(*a >= 0);
+    *b = mote_accept(lfd, NULL, NULL, 2000 * MS);
+    CHECK(*b >= 0);
+    CHECK_EQ(mote_close(lfd), 0);
+}
+
+TEST_TASK(read_sees_eof_after_the_peer_closes)
+{
+    int a, b;
+    tcp_pair(&a, &b);
+    CHECK_EQ(mote_write(a, "hello", 5, -1), 5);
+    CHECK_EQ(mote_close(a), 0);
+    char buf[16];
+    CHECK_EQ(mote_read(b, buf, sizeof buf, -1), 5);
+    CHECK(!memcmp(buf, "hello", 5));
+    CHECK_EQ(mote_read(b, buf, sizeof buf, -1), 0);
+    CHECK_EQ(mote_read(b, buf, sizeof buf, -1), 0); /* EOF stays */
+    CHECK_EQ(mote_close(b), 0);
+}
+
+TEST_TASK(read_sees_a_reset)
+{
+    int a, b;
+    tcp_pair(&a, &b);
+    struct linger lg = {1, 0}; /* close with RST */
+    CHECK_EQ(setsockopt(a, SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
+    CHECK_EQ(mote_close(a), 0);
+    char buf[16];
+    ssize_t r = mote_read(b, buf, sizeof buf, 1000 * MS);
+    CHECK_EQ(r, -ECONNRESET);
+    CHECK_EQ(mote_close(b), 0);
+}
+
+TEST_TASK(every_call_times_out)
+{
+    int a, b;
+    tcp_pair(&a, &b);
+    char buf[4096];
+    int64_t t0 = mote_now();
+    CHECK_EQ(mote_read(b, buf, sizeof buf, 30 * MS), -ETIMEDOUT);
+    CHECK(mote_now() - t0 >= 30 * MS);
+    CHECK_EQ(mote_read(b, buf, sizeof buf, 0), -ETIMEDOUT); /* 0: never waits */
+    CHECK_EQ(mote_wait_fd(b, MOTE_READABLE, 20 * MS), -ETIMEDOUT);
+    /* a peer that does not read: the write fills the buffers and stops */
+    static char big[1 << 20];
+    ssize_t total = 0, w;
+    while ((w = mote_write(a, big, sizeof big, 50 * MS)) == (ssize_t)sizeof big)
+        total += w;
+    CHECK(w == -ETIMEDOUT || (w > 0 && w < (ssize_t)sizeof big));
+    char addr[64];
+    int lfd = listen_any(addr, sizeof addr);
+    t0 = mote_now();
+    CHECK_EQ(mote_accept(lfd, NULL, NULL, 20 * MS), -ETIMEDOUT);
+    CHECK(mote_now() - t0 >= 20 * MS);
+    CHECK_EQ(mote_accept(lfd, NULL, NULL, 0), -ETIMEDOUT);
+    CHECK_EQ(mote_close(lfd), 0);
+    CHECK_EQ(mote_close(a), 0);
+    CHECK_EQ(mote_close(b), 0);
+}
+
+TEST_TASK(connect_times_out_against_a_full_backlog)
+{
+    /* backlog 0: the kernel queues one connection, then drops SYNs */
+    int lfd = mote_listen_tcp("127.0.0.1:0", 1);
+    CHECK(lfd >= 0);
+    CHECK_EQ(listen(lfd, 0), 0);
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    CHECK_EQ(getsockname(lfd, (struct sockaddr *)&sa, &sl), 0);
+    int fds[8], nf = 0, timed_out = 0;
+    for (; nf < 8 && !timed_out; nf++) {
+        fds[nf] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        CHECK(fds[nf] >= 0);
+        int r = mote_connect(fds[nf], (struct sockaddr *)&sa, sl, 50 * MS);
+        CHECK(r == 0 || r == -ETIMEDOUT);
+        timed_out = r == -ETIMEDOUT;
+    }
+    CHECK(timed_out);
+    for (int i = 0; i < nf; i++)
+        mote_close(fds[i]);
+    mote_close(lfd);
+}
+
+static int close_target;
+static atomic_int close_result;
+
+static void blocked_reader(void *arg)
+{
+    (void)arg;
+    char c;
+    atomic_store(&close_result, (int)mote_read(close_target, &c, 1, -1));
+}
+
+TEST_TASK(close_wakes_every_waiter_with_ecanceled)
+{
+    int a, b;
+    tcp_pair(&a, &b);
+    close_target = b;
+    atomic_store(&close_result, 1);
+    CHECK_EQ(mote_go(blocked_reader, NULL), 0);
+    while (metric("/net/waiting:tasks") < 1)
+        mote_sleep(MS);
+    CHECK_EQ(mote_close(b), 0);
+    while (atomic_load(&close_result) == 1)
+        mote_sleep(MS);
+    CHECK_EQ(atomic_load(&close_result), -ECANCELED);
+    CHECK_EQ(mote_close(a), 0);
+}
+
+TEST_TASK(a_reused_descriptor_number_wakes_no_stale_waiter)
+{
+    int a, b;
+    tcp_pair(&a, &b);
+    /* b becomes readable (an edge is queued for it), then is closed */
+    CHECK_EQ(mote_write(a, "x", 1, -1), 1);
+    mote_sleep(5 * MS);
+    int old = b;
+    CHECK_EQ(mote_close(b), 0);
+    int c, d;
+    tcp_pair(&c, &d); /* the lowest free numbers: likely b's again */
+    int fresh = c == old ? c : d == old ? d : -1;
+    if (fresh >= 0) {
+        char ch;
+        /* nothing to read on the new descriptor: the old edge must not
+         * make it look ready */
+        CHECK_EQ(mote_read(fresh, &ch, 1, 30 * MS), -ETIMEDOUT);
+    }
+    char ch;
+    CHECK_EQ(mote_write(c, "y", 1, -1), 1);
+    CHECK_EQ(mote_read(d, &ch, 1, 1000 * MS), 1);
+    CHECK_EQ(ch, 'y');
+    mote_close(a);
+    mote_close(c);
+    mote_close(d);
+}
+
+TEST_TASK(half_close_delivers_the_reply)
+{
+    int a, b;
+    tcp_pair(&a, &b);
+    CHECK_EQ(mote_write(a, "ping", 4, -1), 4);
+    CHECK_EQ(shutdown(a, SHUT_WR), 0);
+    char buf[8];
+    CHECK_EQ(mote_read(b, buf, sizeof buf, -1), 4);
+    CHECK_EQ(mote_read(b, buf, sizeof buf, -1), 0); /* the client's EOF */
+    CHECK_EQ(mote_write(b, "pong", 4, -1), 4);
+    CHECK_EQ(mote_close(b), 0);
+    CHECK_EQ(mote_read(a, buf, sizeof buf, -1), 4);
+    CHECK(!memcmp(buf, "pong", 4));
+    CHECK_EQ(mote_read(a, buf, sizeof buf, -1), 0);
+    mote_close(a);
+}
+
+TEST_TASK(writing_to_a_closed_peer_is_epipe_not_sigpipe)
+{
+    CHECK(signal(SIGPIPE, SIG_DFL) != SIG_ERR); /* SIGPIPE would kill us */
+    int a, b;
+    tcp_pair(&a, &b);
+    CHECK_EQ(mote_close(b), 0);
+    ssize_t r = 0;
+    for (int i = 0; i < 100 && r >= 0; i++) { /* the first may still go out */
+        r = mote_write(a, "data", 4, 1000 * MS);
+        mote_sleep(MS);
+    }
+    CHECK(r == -EPIPE || r == -ECONNRESET);
+    mote_close(a);
+    int p[2];
+    CHECK_EQ(pipe(p), 0);
+    close(p[0]);
+    CHECK_EQ(mote_write(p[1], "x", 1, -1), -EPIPE);
+    CHECK_EQ(mote_write(p[1], "x", 1, -1), -EPIPE);
+    mote_close(p[1]);
+}
+
+static int pipe_w, efd;
+
+static void delayed_writers(void *arg)
+{
+    (void)arg;
+    mote_sleep(10 * MS);
+    CHECK_EQ(mote_write(pipe_w, "z", 1, -1), 1);
+    mote_sleep(10 * MS);
+    uint64_t one = 1;
+    CHECK_EQ(write(efd, &one, sizeof one), (ssize_t)sizeof one);
+}
+
+TEST_TASK(pipes_and_eventfds_wait_in_the_poller)
+{
+    int p[2];
+    CHECK_EQ(pipe(p), 0);
+    pipe_w = p[1];
+    efd = eventfd(0, EFD_CLOEXEC);
+    CHECK(efd >= 0);
+    CHECK_EQ(mote_go(delayed_writers, NULL), 0);
+    CHECK_EQ(mote_wait_fd(p[0], MOTE_READABLE, 2000 * MS), MOTE_READABLE);
+    char c;
+    CHECK_EQ(mote_read(p[0], &c, 1, 0), 1);
+    CHECK_EQ(c, 'z');
+    CHECK_EQ(mote_wait_fd(efd, MOTE_READABLE, 2000 * MS), MOTE_READABLE);
+    uint64_t v;
+    CHECK_EQ(mote_read(efd, &v, sizeof v, 0), (ssize_t)sizeof v);
+    CHECK_EQ(v, 1);
+    /* a drained descriptor waits again */
+    CHECK_EQ(mote_wait_fd(p[0], MOTE_READABLE, 10 * MS), -ETIMEDOUT);
+    CHECK_EQ(mote_wait_fd(p[1], MOTE_WRITABLE, 0), MOTE_WRITABLE);
+    CHECK_EQ(mote_wait_fd(p[0], 0, 0), -EINVAL);
+    CHECK_EQ(mote_wait_fd(p[0], 8, 0), -EINVAL);
+    mote_close(p[0]);
+    mote_close(p[1]);
+    mote_close(efd);
+}
+
+/* ---- the blocking pool ---------------------------------------------------- */
+
+static atomic_long ticks;
+static atomic_int ticking;
+
+static void ticker(void *arg)
+{
+    (void)arg;
+    while (atomic_load(&ticking)) {
+        atomic_fetch_add(&ticks, 1);
+        mote_sleep(MS);
+    }
+}
+
+static intptr_t slow_call(void *arg)
+{
+    usleep(200 * 1000);
+    errno = 42;
+    return (intptr_t)arg + 1;
+}
+
+TEST_TASK(a_slow_offloaded_call_does_not_stall_a_lone_worker)
+{
+    atomic_store(&ticks, 0);
+    atomic_store(&ticking, 1);
+    CHECK_EQ(mote_go(ticker, NULL), 0);
+    errno = 0;
+    CHECK_EQ(mote_offload(slow_call, (void *)41), 42);
+    CHECK_EQ(errno, 42); /* carried back */
+    long n = atomic_load(&ticks);
+    atomic_store(&ticking, 0);
+    /* 200 ms at 1 ms a tick: the ticker ran meanwhile (generously) */
+    CHECK(n >= 20);
+    CHECK(metric("/blocking/threads:threads") >= 1);
+}
+
+TEST_TASK(regular_files_are_read_on_the_pool)
+{
+    char path[] = "/tmp/mote-test-file-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    unlink(path);
+    static char data[100000];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (char)(i * 7);
+    CHECK_EQ(mote_write(fd, data, sizeof data, -1), (ssize_t)sizeof data);
+    CHECK_EQ(lseek(fd, 0, SEEK_SET), 0);
+    static char back[100000];
+    size_t got = 0;
+    ssize_t r;
+    while ((r = mote_read(fd, back + got, sizeof back - got, -1)) > 0)
+        got += (size_t)r;
+    CHECK_EQ(r, 0);
+    CHECK_EQ(got, sizeof data);
+    CHECK(!memcmp(data, back, sizeof data));
+    CHECK_EQ(mote_wait_fd(fd, MOTE_READABLE | MOTE_WRITABLE, -1),
+             MOTE_READABLE | MOTE_WRITABLE);
+    mote_close(fd);
+}
+
+TEST_TASK(names_resolve_off_the_workers)
+{
+    char addr[64];
+    int lfd = listen_any(addr, sizeof addr);
+    const char *port = strrchr(addr, ':') + 1;
+    char byname[80];
+    snprintf(byname, sizeof byname, "localhost:%s", port);
+    int a = mote_dial_tcp(byname, 5000 * MS);
+    CHECK(a >= 0);
+    int b = mote_accept(lfd, NULL, NULL, 2000 * MS);
+    CHECK(b >= 0);
+    CHECK_EQ(mote_dial_tcp("no-such-host.invalid:80", 5000 * MS) < 0, 1);
+    mote_close(a);
+    mote_close(b);
+    mote_close(lfd);
+}
+
+TEST(misuse_is_an_error)
+{
+    char buf[4];
+    CHECK_EQ(mote_read(0, buf, 1, 0), -EPERM); /* outside a task */
+    CHECK_EQ(mote_write(1, buf, 1, 0), -EPERM);
+    CHECK_EQ(mote_wait_fd(0, MOTE_READABLE, 0), -EPERM);
+    CHECK_EQ(mote_accept(0, NULL, NULL, 0), -EPERM);
+    CHECK_EQ(mote_dial_tcp("127.0.0.1:1", 0), -EPERM);
+    CHECK_EQ(mote_offload(slow_call, NULL), -EPERM);
+    CHECK_EQ(mote_listen_tcp(NULL, 1), -EINVAL);
+    CHECK_EQ(mote_listen_tcp("127.0.0.1", 1), -EINVAL);
+    CHECK_EQ(mote_listen_tcp("127.0.0.1:99999", 1), -EINVAL);
+    CHECK_EQ(mote_listen_tcp("::1:80", 1), -EINVAL); /* needs brackets */
+    CHECK_EQ(mote_listen_tcp("127.0.0.1:-1", 1), -EINVAL);
+    int l6 = mote_listen_tcp("[::1]:0", 4); /* fine, or no IPv6 here */
+    CHECK(l6 >= 0 || l6 == -EADDRNOTAVAIL || l6 == -EAFNOSUPPORT);
+    if (l6 >= 0)
+        CHECK_EQ(mote_close(l6), 0);
+    CHECK_EQ(mote_close(-1), -EBADF);
+}
+
+static void misuse_in_task(void *arg)
+{
+    (void)arg;
+    char buf[4];
+    CHECK_EQ(mote_read(-1, buf, 1, 0), -EBADF);
+    CHECK_EQ(mote_read(100000, buf, 1, 0), -EBADF);
+    CHECK_EQ(mote_write(-5, buf, 1, 0), -EBADF);
+    CHECK_EQ(mote_read(0, NULL, 1, 0), -EFAULT);
+    CHECK_EQ(mote_dial_tcp("localhost", 0), -EINVAL);
+    CHECK_EQ(mote_dial_tcp(":80", 0), -EINVAL);
+    CHECK_EQ(mote_offload(NULL, NULL), -EINVAL);
+}
+
+TEST(misuse_inside_a_task_is_an_error) { CHECK_EQ(mote_run(misuse_in_task, NULL), 0); }
+
+/* ---- a run ends with descriptors registered and tasks waiting on them ---- */
+
+static int keep_a, keep_b;
+
+static void waits_forever(void *arg)
+{
+    char c;
+    mote_read((int)(intptr_t)arg, &c, 1, -1);
+    CHECK(0);
+}
+
+static void leave_waiters(void *arg)
+{
+    (void)arg;
+    tcp_pair(&keep_a, &keep_b);
+    CHECK_EQ(mote_go(waits_forever, (void *)(intptr_t)keep_b), 0);
+    CHECK_EQ(mote_go(waits_forever, (void *)(intptr_t)keep_a), 0);
+    while (metric("/net/waiting:tasks") < 2)
+        mote_sleep(MS);
+}
+
+static void reuse_them(void *arg)
+{
+    (void)arg;
+    char c;
+    CHECK_EQ(mote_write(keep_a, "k", 1, -1), 1);
+    CHECK_EQ(mote_read(keep_b, &c, 1, 1000 * MS), 1);
+    CHECK_EQ(c, 'k');
+    mote_close(keep_a);
+    mote_close(keep_b);
+}
+
+TEST(a_run_may_end_with_descriptors_waited_on)
+{
+    CHECK_EQ(mote_run(leave_waiters, NULL), 0);
+    CHECK_EQ(metric("/net/waiting:tasks"), 0);
+    CHECK_EQ(mote_run(reuse_them, NULL), 0);
+}
+
+/* ---- many connections ------------------------------------------------------ */
+
+static int conns_wanted(int want)
+{
+    struct rlimit rl;
+    CHECK_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    getrlimit(RLIMIT_NOFILE, &rl);
+    int room = (int)rl.rlim_cur - 64;
+    return want < room ? want : room;
+}
+
+static void echo_conn(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    char buf[512];
+    ssize_t n;
+    while ((n = mote_read(fd, buf, sizeof buf, -1)) > 0)
+        if (mote_write(fd, buf, (size_t)n, -1) != n)
+            break;
+    mote_close(fd);
+}
+
+static int echo_lfd;
+static void echo_server(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        int fd = mote_accept(echo_lfd, NULL, NULL, -1);
+        if (fd < 0)
+            return;
+        CHECK_EQ(mote_go(echo_conn, (void *)(intptr_t)fd), 0);
+    }
+}
+
+static char echo_addr[64];
+static int nclients;
+static mote_wg clients_done = MOTE_WG_INIT;
+static atomic_int clients_ok;
+
+static void client(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    int fd = mote_dial_tcp(echo_addr, 20000 * MS);
+    CHECK(fd >= 0);
+    char msg[64], back[64];
+    int len = snprintf(msg, sizeof msg, "client %d says hello", id);
+    for (int round = 0; round < 3; round++) {
+        CHECK_EQ(mote_write(fd, msg, (size_t)len, -1), len);
+        int got = 0;
+        while (got < len) {
+            ssize_t r = mote_read(fd, back + got, sizeof back - (size_t)got, 20000 * MS);
+            CHECK(r > 0);
+            got += (int)r;
+        }
+        CHECK(!memcmp(msg, back, (size_t)len));
+    }
+    mote_close(fd);
+    atomic_fetch_add(&clients_ok, 1);
+    mote_wg_done(&clients_done);
+}
+
+static void many_clients(void *arg)
+{
+    (void)arg;
+    atomic_store(&clients_ok, 0);
+    CHECK_EQ(mote_wg_add(&clients_done, nclients), 0);
+    for (int i = 0; i < nclients; i++)
+        CHECK_EQ(mote_go(client, (void *)(intptr_t)i), 0);
+    CHECK_EQ(mote_wg_wait(&clients_done), 0);
+    CHECK_EQ(atomic_load(&clients_ok), nclients);
+}
+
+/* The server in a child process (each side then needs one descriptor per
+ * connection), the clients here. */
+static void echo_many(int want)
+{
+    nclients = conns_wanted(want);
+    echo_lfd = mote_listen_tcp("127.0.0.1:0", 4096);
+    CHECK(echo_lfd >= 0);
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    CHECK_EQ(getsockname(echo_lfd, (struct sockaddr *)&sa, &sl), 0);
+    snprintf(echo_addr, sizeof echo_addr, "127.0.0.1:%d", ntohs(sa.sin_port));
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        mote_run(echo_server, NULL);
+        _exit(0);
+    }
+    close(echo_lfd);
+    CHECK_EQ(mote_run(many_clients, NULL), 0);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    printf("%d concurrent connections echoed\n", nclients);
+}
+
+TEST(ten_thousand_connections_through_an_echo_server)
+{
+    echo_many(TEST_SCALE(10000, 10));
+}
+
+TEST(an_accept_storm)
+{
+    setenv("MOTE_WORKERS", "2", 1);
+    echo_many(TEST_SCALE(3000, 5));
+    unsetenv("MOTE_WORKERS");
+}
+
+TEST_SETUP { unsetenv("MOTE_WORKERS"); }
+
+TEST_MAIN()
