@@ -262,6 +262,14 @@ MOTE_API intptr_t mote_offload(intptr_t (*fn)(void *arg), void *arg);
  * to stderr. */
 MOTE_API int mote_tasks_dump(int fd);
 
+/* Writes, as one JSON object, how deep the tasks of each entry function
+ * really went (bytes below the entry's caller's stack pointer, measured on
+ * sampled tasks: the first of each entry function on each worker, then one
+ * start in 256), how many started, and their reserved stack_size: the
+ * runtime's half of `mote-stack check BINARY REPORT`.  Covers this run and
+ * the runs before it.  0; -EBADF or another -errno from writing; -ENOMEM. */
+MOTE_API int mote_stack_report(int fd);
+
 /* ---- memory ------------------------------------------------------------- */
 
 /* mote's allocator, with malloc's contracts (NULL and errno ENOMEM on

@@ -35,6 +35,7 @@
 #include "list.h"
 #include "sanfiber.h"
 #include "spin.h"
+#include "stackprof.h"
 #include "stack.h"
 #include "task.h"
 #include "timer.h"
@@ -81,6 +82,7 @@ typedef struct worker {
     /* I/O wake-up latency: readied by the netpoller -> running, counted
      * by bucket (<= 10 us, 100 us, 1 ms, 10 ms, more); single writer. */
     uint64_t io_wake[5];
+    stackprof stackprof; /* depths by entry function (stackprof.h) */
     trim_state trim;
 } __attribute__((aligned(64))) worker;
 

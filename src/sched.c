@@ -188,7 +188,9 @@ static bool sched_adopt(worker *w, task *t)
         t->id = w->id_next++;
     }
     stack_set_owner(&t->stack, t);
-    mote__trim_on_start(&w->trim, t);
+    bool first = mote__stackprof_start(&w->stackprof, t->fn,
+                                       stack_class_size(stack_cls(&t->stack)));
+    mote__trim_on_start(&w->trim, t, first);
     arch_ctx_init(&t->ctx, (void *)(stack_top(&t->stack) - STACK_TOP_RESERVED),
                   task_entry, t);
     sanfiber_create(&t->san, (void *)stack_lo(&t->stack),
@@ -440,7 +442,9 @@ static _Noreturn void sched_exit(worker *w, task *t)
     if (t->is_main)
         sched_stop_all();
     w->dead = t;
-    mote__sched_switch(w, t, mote__sched_pick(w));
+    /* A sampled task is measured before anything else runs on its stack:
+     * the next pick would, and its frames are not the task's. */
+    mote__sched_switch(w, t, t->hw_sample ? NULL : mote__sched_pick(w));
     __builtin_unreachable();
 }
 
@@ -450,6 +454,9 @@ static void task_entry(void *arg)
     worker *w = t->worker;
     sanfiber_landed(&t->san);
     sched_release_dead(w);
+    uintptr_t rsp;
+    __asm__ volatile("mov %%rsp, %0" : "=r"(rsp));
+    mote__stackprof_note_entry(stack_top(&t->stack), rsp);
     t->fn(t->arg);
     sched_exit(t->worker, t);
 }
@@ -523,6 +530,7 @@ static void sched_teardown(int started)
             }
         }
         mote__trim_fini(&w->trim);
+        mote__stackprof_fold(&w->stackprof);
         mote__timer_free(&w->timers);
         mote__stack_cache_drain(&w->stacks);
     }
@@ -573,7 +581,7 @@ int mote_run(mote_fn main_fn, void *arg)
     for (int i = 0; i < n; i++) {
         ws[i].index = i;
         ws[i].rng = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
-        mote__trim_init(&ws[i].trim, rt.cfg.trim);
+        mote__trim_init(&ws[i].trim, rt.cfg.trim, &ws[i].stackprof);
     }
     rt.nworkers = n;
     /* Published under ext_lock: plain threads read the configuration only

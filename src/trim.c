@@ -22,12 +22,16 @@
 #define TRIM_DECAY_PERIOD (1000 * 1000000LL) /* pool decay */
 #define TRIM_SCAN_MAX     4096               /* candidates looked at per call */
 #define TRIM_SAMPLE_EVERY 256
+/* Bytes at the top of a sampled stack left as they are when it is zeroed:
+ * the slot's own words and the first frame (arch_ctx_init) live there. */
+#define TRIM_TOP_KEEP     256
 
 static uint64_t trim_global_trimmed; /* atomic: from runs that ended */
 
-void mote__trim_init(trim_state *s, int mode)
+void mote__trim_init(trim_state *s, int mode, stackprof *prof)
 {
     memset(s, 0, sizeof *s);
+    s->prof = prof;
     s->delay = mode == TRIM_OFF ? -1 : mode == TRIM_EAGER ? 0 : TRIM_LAZY_DELAY;
     s->pool_depth = OS_PAGE;
     s->clock = mote__os_now_ns();
@@ -77,6 +81,22 @@ void mote__trim_on_park(trim_state *s, task *t)
     }
 }
 
+/* The exact depth of a sampled task: its deepest page is the lowest
+ * resident one (all below the top page were decommitted at its start, and
+ * the kernel zero-fills a page at first touch), and in it the lowest
+ * non-zero word. */
+static void trim_measure(trim_state *s, task *t, uintptr_t low)
+{
+    uintptr_t top = stack_top(&t->stack);
+    if (low >= top)
+        return;
+    const uint64_t *p = (const uint64_t *)low, *end = (const uint64_t *)(low + OS_PAGE);
+    while (p < end && *p == 0)
+        p++;
+    if (p < end)
+        mote__stackprof_depth(s->prof, t->fn, top - (uintptr_t)p);
+}
+
 static uintptr_t trim_keep(const task *t)
 {
     uintptr_t keep = (uintptr_t)t->ctx.sp & ~(uintptr_t)(OS_PAGE - 1);
@@ -95,6 +115,8 @@ static void trim_apply(trim_state *s, task *t, const unsigned char *vec)
                 low = lo + i * OS_PAGE;
             n++;
         }
+    if (t->hw_sample)
+        trim_measure(s, t, low);
     mote__pagebatch_add(&s->pages, low, keep, n);
     trim_set_bucket(s, t, trim_bucket(stack_top(&t->stack) - low));
 }
@@ -102,7 +124,16 @@ static void trim_apply(trim_state *s, task *t, const unsigned char *vec)
 /* Trims one parked task down to the page holding its saved stack pointer. */
 static void trim_task(trim_state *s, task *t)
 {
-    uintptr_t low = mote__pagebatch_range(&s->pages, stack_lo(&t->stack), trim_keep(t));
+    uintptr_t low, keep = trim_keep(t);
+    size_t n = mote__pagebatch_resident(&s->pages, stack_lo(&t->stack), keep, &low);
+    if (t->hw_sample) {
+        uintptr_t top_low = low;
+        if (!n) /* nothing below the kept pages: the deepest is among them */
+            mote__pagebatch_resident(&s->pages, stack_lo(&t->stack), stack_top(&t->stack),
+                                     &top_low);
+        trim_measure(s, t, top_low);
+    }
+    mote__pagebatch_add(&s->pages, low, keep, n);
     trim_set_bucket(s, t, trim_bucket(stack_top(&t->stack) - low));
 }
 
@@ -139,19 +170,22 @@ static void trim_ready(trim_state *s, size_t n)
     }
 }
 
-void mote__trim_on_start(trim_state *s, task *t)
+void mote__trim_on_start(trim_state *s, task *t, bool sample)
 {
     t->hw_bucket = -1;
     t->hw_sample = false;
-    if (s->delay >= 0 && ++s->starts % TRIM_SAMPLE_EVERY == 0) {
-        /* A pooled stack carries the residency of its earlier users; start
-         * this one from its top page so its exit shows its own depth. */
-        uintptr_t keep = stack_top(&t->stack) - OS_PAGE, low;
+    if (sample || (s->delay >= 0 && ++s->starts % TRIM_SAMPLE_EVERY == 0)) {
+        /* A pooled stack carries the residency and the bytes of its earlier
+         * users; start this one from a zeroed top page and nothing below,
+         * so the lowest byte it writes shows its own depth. */
+        uintptr_t top = stack_top(&t->stack), keep = top - OS_PAGE, low;
         size_t n = mote__pagebatch_resident(&s->pages, stack_lo(&t->stack), keep, &low);
         if (n) { /* now, not batched: the task runs next */
             mote__pagebatch_add(&s->pages, low, keep, n);
             mote__pagebatch_flush(&s->pages);
         }
+        /* (the slot's top words and the first frame come after this) */
+        memset((void *)keep, 0, OS_PAGE - TRIM_TOP_KEEP);
         t->hw_sample = true;
     }
 }
@@ -166,6 +200,7 @@ void mote__trim_on_exit(trim_state *s, task *t)
         uintptr_t low;
         mote__pagebatch_resident(&s->pages, stack_lo(&t->stack), stack_top(&t->stack),
                                  &low);
+        trim_measure(s, t, low);
         uint64_t depth = stack_top(&t->stack) - low;
         /* The pool keeps what recent tasks needed: a max that decays by
          * 1/8 per sample, so one deep task does not pin memory for long. */

@@ -26,6 +26,7 @@
 #include "list.h"
 #include "pagebatch.h"
 #include "stack.h"
+#include "stackprof.h"
 
 typedef struct task task;
 
@@ -45,14 +46,16 @@ typedef struct trim_state {
     uint64_t pool_depth;         /* bytes the pool keeps resident per stack */
     uint64_t hist[TRIM_NBUCKET]; /* live tasks by last high water (atomic) */
     task *ready[TRIM_BATCH];     /* matured candidates, trimmed together */
+    stackprof *prof;             /* the worker's, for sampled tasks' depths */
     pagebatch pages;             /* .released: bytes given back */
 } trim_state;
 
-void mote__trim_init(trim_state *s, int mode);
+void mote__trim_init(trim_state *s, int mode, stackprof *prof);
 /* A task parks: cheap; queues it once. */
 void mote__trim_on_park(trim_state *s, task *t);
-/* A task takes its stack (before it first runs): maybe a depth sample. */
-void mote__trim_on_start(trim_state *s, task *t);
+/* A task takes its stack (before it first runs): a depth sample when
+ * sample (the first of its entry function), or one start in 256. */
+void mote__trim_on_start(trim_state *s, task *t, bool sample);
 /* A task has exited (stack still held): unqueue, finish a sample. */
 void mote__trim_on_exit(trim_state *s, task *t);
 /* Teardown: t is discarded; forget it. */

@@ -86,8 +86,8 @@ uint64_t mote__os_rss_in_ranges(const uintptr_t *starts, const uintptr_t *ends, 
 
 /* ---- output (io.c), malloc-free and async-signal-safe ---- */
 
-/* Writes all of buf (retrying short writes and EINTR); gives up on error. */
-void mote__os_write_all(int fd, const char *buf, size_t len);
+/* Writes all of buf (retrying short writes and EINTR): 0 or -errno. */
+int mote__os_write_all(int fd, const char *buf, size_t len);
 /* Writes a NUL-terminated string to stderr. */
 void mote__os_write_err(const char *s);
 

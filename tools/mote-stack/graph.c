@@ -207,7 +207,9 @@ uint64_t stack_class_for(int64_t total)
 int64_t runtime_overhead(analyzer *a, elfbin *b, const costs *c)
 {
     int te = elfbin_func_named(b, "task_entry", 10);
-    int tr = elfbin_func_named(b, "arch_task_trampoline", 20);
+    int tr = elfbin_func_named(b, "mote__arch_task_trampoline", 26);
+    if (tr < 0) /* before mote 0.2 */
+        tr = elfbin_func_named(b, "arch_task_trampoline", 20);
     if (te < 0 || tr < 0)
         return c->runtime;
     const frame *f = frame_of(a, te);

@@ -8,17 +8,20 @@
 #include <string.h>
 #include <unistd.h>
 
-void mote__os_write_all(int fd, const char *buf, size_t len)
+int mote__os_write_all(int fd, const char *buf, size_t len)
 {
     while (len > 0) {
         ssize_t w = write(fd, buf, len);
         if (w < 0 && errno == EINTR)
             continue;
-        if (w <= 0)
-            return;
+        if (w < 0)
+            return -errno;
+        if (w == 0)
+            return -EIO;
         buf += w;
         len -= (size_t)w;
     }
+    return 0;
 }
 
 void mote__os_write_err(const char *s)

@@ -1,0 +1,100 @@
+/*
+ * test_stackprof.c - the runtime's measured stack depth per entry function
+ * (mote_stack_report): exact to the bytes a task's frames took, for tasks
+ * that exit and tasks that stay parked, never counting what the scheduler
+ * runs on a stack after its task returned.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "mote.h"
+
+#define MS 1000000LL
+
+static __attribute__((noinline)) void frame_of(size_t n)
+{
+    char buf[n]; /* a VLA: exactly n bytes below the caller */
+    memset(buf, 0x5a, n);
+    __asm__ volatile("" : : "r"(buf) : "memory");
+}
+
+static void shallow(void *arg) { (void)arg; }
+static void deep12k(void *arg)
+{
+    (void)arg;
+    frame_of(12000);
+}
+static mote_chan *gate;
+static void parks_after_6k(void *arg)
+{
+    (void)arg;
+    frame_of(6000);
+    mote_chan_recv(gate, NULL);
+}
+
+static char report[1 << 16];
+
+static void report_to(void)
+{
+    int p[2];
+    CHECK_EQ(pipe(p), 0);
+    CHECK_EQ(mote_stack_report(p[1]), 0);
+    close(p[1]);
+    ssize_t n = read(p[0], report, sizeof report - 1);
+    CHECK(n > 0);
+    report[n] = 0;
+    close(p[0]);
+}
+
+/* The report's figures for one entry function. */
+static void entry(const char *name, long *tasks, long *depth)
+{
+    char key[128];
+    snprintf(key, sizeof key, "{\"name\":\"%s\"", name);
+    char *e = strstr(report, key);
+    CHECK(e != NULL);
+    char *t = strstr(e, "\"tasks\":"), *d = strstr(e, "\"max_depth\":");
+    CHECK(t && d);
+    *tasks = strtol(t + 8, NULL, 10);
+    *depth = strtol(d + 12, NULL, 10);
+}
+
+TEST_TASK(depths_are_measured_per_entry_function)
+{
+    gate = mote_chan_make(0, 0);
+    for (int i = 0; i < 300; i++) {
+        CHECK_EQ(mote_go(shallow, NULL), 0);
+        CHECK_EQ(mote_go(deep12k, NULL), 0);
+    }
+    CHECK_EQ(mote_go(parks_after_6k, NULL), 0);
+    /* let everything run, and the parked task be trimmed (which measures it) */
+    mote_sleep(200 * MS);
+    mote_mem_release();
+    mote_sleep(20 * MS);
+    report_to();
+    CHECK(strstr(report, "{\"mote_stack_report\":1,\"exe\":\""));
+    long tasks, depth;
+    entry("deep12k", &tasks, &depth);
+    CHECK_EQ(tasks, 300);
+    CHECK(depth >= 12000 && depth <= 12000 + 1024); /* + frame_of's own frame */
+    entry("shallow", &tasks, &depth);
+    CHECK_EQ(tasks, 300);
+    CHECK(depth > 0 && depth < 1024); /* its return address, not the scheduler */
+    entry("parks_after_6k", &tasks, &depth);
+    CHECK_EQ(tasks, 1);
+    CHECK(depth >= 6000);
+    mote_chan_close(gate);
+}
+
+TEST(report_outlives_the_run_and_checks_its_fd)
+{
+    CHECK_EQ(mote_stack_report(-1), -EBADF);
+    report_to(); /* after the runs of this process, if any */
+    CHECK(strstr(report, "\"entries\":["));
+}
+
+TEST_MAIN()
