@@ -68,8 +68,7 @@ static void serve_conn(void *arg)
  * try again rather than spin on the same error or give up. */
 static int accept_is_transient(int err)
 {
-    return err == -EMFILE || err == -ENFILE || err == -ENOBUFS ||
-           err == -ENOMEM;
+    return err == -EMFILE || err == -ENFILE || err == -ENOBUFS || err == -ENOMEM;
 }
 
 /* Returns only when accepting fails for good. */
@@ -88,8 +87,8 @@ static void accept_loop(int lfd)
             backoff = backoff ? backoff * 2 : 5000000;
             if (backoff > 1000000000)
                 backoff = 1000000000;
-            fprintf(stderr, "echo: accept: %s; retrying in %lld ms\n",
-                    mote_strerror(fd), (long long)(backoff / 1000000));
+            fprintf(stderr, "echo: accept: %s; retrying in %lld ms\n", mote_strerror(fd),
+                    (long long)(backoff / 1000000));
             mote_sleep(backoff);
             continue;
         }

@@ -62,11 +62,11 @@ static void hello_refresh(void)
     static const char *const conn[3] = {"", "Connection: close\r\n",
                                         "Connection: keep-alive\r\n"};
     for (int i = 0; i < 3; i++)
-        hello.len[i] = (size_t)snprintf(
-            hello.text[i], RESP_MAX,
-            "HTTP/1.1 200 OK\r\nDate: %s\r\nContent-Type: text/plain\r\n"
-            "Content-Length: %zu\r\n%s\r\n%s",
-            date, sizeof BODY - 1, conn[i], BODY);
+        hello.len[i] =
+            (size_t)snprintf(hello.text[i], RESP_MAX,
+                             "HTTP/1.1 200 OK\r\nDate: %s\r\nContent-Type: text/plain\r\n"
+                             "Content-Length: %zu\r\n%s\r\n%s",
+                             date, sizeof BODY - 1, conn[i], BODY);
     hello.sec = now;
 }
 
@@ -128,8 +128,8 @@ static __attribute__((noinline)) int serve_requests(conn *c)
     for (;;) {
         /* Between requests never wait here (timeout 0): the caller waits.
          * Inside one, wait: its first bytes are in `in`. */
-        ssize_t n = mote_read(c->fd, in + len, sizeof in - len,
-                              len ? IDLE_TIMEOUT_NS : 0);
+        ssize_t n =
+            mote_read(c->fd, in + len, sizeof in - len, len ? IDLE_TIMEOUT_NS : 0);
         if (len == 0 && (n == -ETIMEDOUT || n == -EAGAIN))
             return WAIT;
         if (n <= 0) /* closed, reset, or silent too long */
@@ -175,7 +175,8 @@ static __attribute__((noinline)) int serve_requests(conn *c)
             if (end == CLOSE_AFTER_REPLY)
                 break;
         }
-        if (outlen > 0 && mote_write(c->fd, out, outlen, IDLE_TIMEOUT_NS) != (ssize_t)outlen)
+        if (outlen > 0 &&
+            mote_write(c->fd, out, outlen, IDLE_TIMEOUT_NS) != (ssize_t)outlen)
             return BROKEN;
         if (end == CLOSE_AFTER_REPLY)
             return end;
@@ -215,8 +216,8 @@ static void accept_loop(int lfd)
             backoff = backoff ? backoff * 2 : 5000000;
             if (backoff > 1000000000)
                 backoff = 1000000000;
-            fprintf(stderr, "http: accept: %s; retrying in %lld ms\n",
-                    mote_strerror(fd), (long long)(backoff / 1000000));
+            fprintf(stderr, "http: accept: %s; retrying in %lld ms\n", mote_strerror(fd),
+                    (long long)(backoff / 1000000));
             mote_sleep(backoff);
             continue;
         }

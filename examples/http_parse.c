@@ -29,8 +29,8 @@
 
 /* RFC 9110 5.6.2 tchar: "!#$%&'*+-.^_`|~", digits, letters; bit c of this
  * 256-bit set. */
-static const uint64_t tchar_bits[4] = {0x03ff6cfa00000000ull,
-                                       0x57ffffffc7fffffeull, 0, 0};
+static const uint64_t tchar_bits[4] = {0x03ff6cfa00000000ull, 0x57ffffffc7fffffeull, 0,
+                                       0};
 
 static inline bool is_tchar(unsigned char c)
 {
@@ -45,10 +45,7 @@ static inline bool is_field_byte(unsigned char c)
 
 /* A request-target is visible ASCII (RFC 3986 characters; the hello server
  * never interprets it, so no finer check). */
-static inline bool is_target_byte(unsigned char c)
-{
-    return c > 0x20 && c < 0x7f;
-}
+static inline bool is_target_byte(unsigned char c) { return c > 0x20 && c < 0x7f; }
 
 static inline bool is_ows(unsigned char c) { return c == ' ' || c == '\t'; }
 
@@ -57,19 +54,12 @@ static bool name_is(const char *s, size_t n, const char *lower)
     return strlen(lower) == n && strncasecmp(s, lower, n) == 0;
 }
 
-void http_parser_init(http_parser *p)
-{
-    memset(p, 0, sizeof *p);
-}
+void http_parser_init(http_parser *p) { memset(p, 0, sizeof *p); }
 
-int http_error_status(http_result r)
-{
-    return r == HTTP_ERR_TRANSFER_CODING ? 501 : 400;
-}
+int http_error_status(http_result r) { return r == HTTP_ERR_TRANSFER_CODING ? 501 : 400; }
 
 /* `method SP request-target SP HTTP-version`, line = buf[s, e). */
-static http_result take_request_line(http_parser *p, const char *buf,
-                                     size_t s, size_t e)
+static http_result take_request_line(http_parser *p, const char *buf, size_t s, size_t e)
 {
     const unsigned char *u = (const unsigned char *)buf;
     size_t i = s;
@@ -111,8 +101,7 @@ static void take_connection(http_parser *p, const char *v, size_t n)
     }
 }
 
-static http_result take_content_length(http_parser *p, const char *v,
-                                       size_t n)
+static http_result take_content_length(http_parser *p, const char *v, size_t n)
 {
     if (p->have_length || n == 0)
         return HTTP_ERR_LENGTH;
@@ -131,8 +120,7 @@ static http_result take_content_length(http_parser *p, const char *v,
 }
 
 /* `field-name ":" OWS field-value OWS`, line = buf[s, e). */
-static http_result take_header(http_parser *p, const char *buf, size_t s,
-                               size_t e)
+static http_result take_header(http_parser *p, const char *buf, size_t s, size_t e)
 {
     const unsigned char *u = (const unsigned char *)buf;
     if (++p->headers > HTTP_MAX_HEADERS)
@@ -164,8 +152,7 @@ static http_result take_header(http_parser *p, const char *buf, size_t s,
             p->hosts++;
         break;
     case 6:
-        if (name_is(name, name_len, "expect") &&
-            name_is(v, vn, "100-continue"))
+        if (name_is(name, name_len, "expect") && name_is(v, vn, "100-continue"))
             p->expect = true;
         break;
     case 10:
@@ -185,8 +172,7 @@ static http_result take_header(http_parser *p, const char *buf, size_t s,
 }
 
 /* The blank line has arrived: judge the head as a whole. */
-static http_result finish(http_parser *p, const char *buf, size_t end,
-                          http_request *req)
+static http_result finish(http_parser *p, const char *buf, size_t end, http_request *req)
 {
     bool v11 = p->minor_version >= 1;
     if (p->transfer_coding) {

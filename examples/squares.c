@@ -4,12 +4,14 @@
 
 static mote_chan *results;
 
-static void worker(void *arg) {
+static void worker(void *arg)
+{
     long n = (long)arg, sq = n * n;
-    mote_chan_send(results, &sq);          /* blocks this task, not the thread */
+    mote_chan_send(results, &sq); /* blocks this task, not the thread */
 }
 
-static void main_task(void *arg) {
+static void main_task(void *arg)
+{
     (void)arg;
     results = mote_chan_make(sizeof(long), 0);
     for (long i = 1; i <= 1000; i++)
@@ -23,8 +25,10 @@ static void main_task(void *arg) {
     mote_chan_free(results);
 }
 
-int main(void) {
-    int r = mote_run(main_task, NULL);     /* returns when main_task returns */
-    if (r) fprintf(stderr, "mote: %s\n", mote_strerror(r));
+int main(void)
+{
+    int r = mote_run(main_task, NULL); /* returns when main_task returns */
+    if (r)
+        fprintf(stderr, "mote: %s\n", mote_strerror(r));
     return r != 0;
 }

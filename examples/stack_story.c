@@ -72,17 +72,18 @@ __attribute__((noinline)) static void escape_html(char *dst, size_t cap, const c
     dst[o] = 0;
 }
 
-__attribute__((noinline)) static size_t format_row(char *out, size_t cap, const kv *f, int i)
+__attribute__((noinline)) static size_t format_row(char *out, size_t cap, const kv *f,
+                                                   int i)
 {
     char esc[96];
     escape_html(esc, sizeof esc, f->val);
-    return (size_t)snprintf(out, cap, "<tr><td>%d</td><td>%s</td><td>%s</td></tr>\n",
-                            i, f->key, esc);
+    return (size_t)snprintf(out, cap, "<tr><td>%d</td><td>%s</td><td>%s</td></tr>\n", i,
+                            f->key, esc);
 }
 
 /* The hot function: formats every row into a scratch buffer first. */
 __attribute__((noinline)) static size_t render_template(char *out, size_t cap,
-                                                         const kv *f, int n)
+                                                        const kv *f, int n)
 {
     char scratch[SCRATCH];
     size_t used = 0, o = 0;
@@ -103,8 +104,8 @@ __attribute__((noinline)) static size_t render_template(char *out, size_t cap,
     return o + take;
 }
 
-__attribute__((noinline)) static size_t render_page(char *out, size_t cap, const request *r,
-                                                     const kv *f, int n)
+__attribute__((noinline)) static size_t render_page(char *out, size_t cap,
+                                                    const request *r, const kv *f, int n)
 {
     char title[384];
     snprintf(title, sizeof title, "<h1>%s (request %d)</h1>\n", r->path, r->id);
@@ -134,7 +135,8 @@ static unsigned long served_bytes[2];
 
 /* Middleware, as services stack it: metrics around logging around the
  * router, each with its own small frame. */
-__attribute__((noinline)) static size_t with_logging(const request *r, char *out, size_t cap)
+__attribute__((noinline)) static size_t with_logging(const request *r, char *out,
+                                                     size_t cap)
 {
     char line[768];
     size_t len = route(r, out, cap);
@@ -144,7 +146,8 @@ __attribute__((noinline)) static size_t with_logging(const request *r, char *out
     return len;
 }
 
-__attribute__((noinline)) static size_t with_metrics(const request *r, char *out, size_t cap)
+__attribute__((noinline)) static size_t with_metrics(const request *r, char *out,
+                                                     size_t cap)
 {
     int64_t t0 = mote_now();
     size_t len = with_logging(r, out, cap);

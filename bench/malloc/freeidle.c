@@ -42,9 +42,9 @@ static void *worker(void *arg)
     while (got < per_thread) {
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
         unsigned r = (unsigned)(s % 100);
-        size_t sz = r < 70 ? 16 + (s >> 8) % 1009
-                  : r < 95 ? 1024 + (s >> 8) % (63 * 1024)
-                           : 65536 + (s >> 8) % (960 * 1024);
+        size_t sz = r < 70   ? 16 + (s >> 8) % 1009
+                    : r < 95 ? 1024 + (s >> 8) % (63 * 1024)
+                             : 65536 + (s >> 8) % (960 * 1024);
         if (n == cap) {
             cap *= 2;
             v = realloc(v, cap * sizeof *v);
@@ -95,7 +95,9 @@ int main(int argc, char **argv)
         long r = rss();
         /* no stdio until the end: printing could allocate */
         snprintf(out[ns++], sizeof out[0], "%ld %ld",
-                 (long)((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000), r);
+                 (long)((now.tv_sec - t0.tv_sec) * 1000 +
+                        (now.tv_nsec - t0.tv_nsec) / 1000000),
+                 r);
     }
     printf("bench=free-idle peak=%ld rss_before=%ld\n", peak, before);
     for (int i = 0; i < ns; i++) {

@@ -56,9 +56,10 @@ int main(int argc, char **argv)
     double secs = mb_now() - t0;
     long f2 = mb_minflt();
     long rss_end = mb_rss();
-    printf("bench=large size=%zu iters=%ld ns_per_op=%.1f faults_per_op=%.2f first_faults=%ld "
+    printf("bench=large size=%zu iters=%ld ns_per_op=%.1f faults_per_op=%.2f "
+           "first_faults=%ld "
            "peak_rss=%ld rss_end=%ld secs=%.3f\n",
-           n, iters, secs * 1e9 / (double)(iters - 1), (double)(f2 - f1) / (double)(iters - 1),
-           f1 - f0, mb_maxrss(), rss_end, secs);
+           n, iters, secs * 1e9 / (double)(iters - 1),
+           (double)(f2 - f1) / (double)(iters - 1), f1 - f0, mb_maxrss(), rss_end, secs);
     return 0;
 }

@@ -72,12 +72,18 @@ static void *region_main(void *arg)
 int main(int argc, char **argv)
 {
     nthreads = argc > 1 ? atoi(argv[1]) : 2;
-    if (argc > 2) rounds = atol(argv[2]);
-    if (argc > 3) ops = atol(argv[3]);
-    if (argc > 4) slots = atol(argv[4]);
-    if (argc > 5) minsz = atol(argv[5]);
-    if (argc > 6) maxsz = atol(argv[6]);
-    if (nthreads < 1 || rounds < 1 || ops < 1 || slots < 1 || minsz < 2 || maxsz < minsz) {
+    if (argc > 2)
+        rounds = atol(argv[2]);
+    if (argc > 3)
+        ops = atol(argv[3]);
+    if (argc > 4)
+        slots = atol(argv[4]);
+    if (argc > 5)
+        minsz = atol(argv[5]);
+    if (argc > 6)
+        maxsz = atol(argv[6]);
+    if (nthreads < 1 || rounds < 1 || ops < 1 || slots < 1 || minsz < 2 ||
+        maxsz < minsz) {
         fprintf(stderr, "usage: larson THREADS [ROUNDS] [OPS] [SLOTS] [MIN>=2] [MAX]\n");
         return 2;
     }
@@ -94,8 +100,9 @@ int main(int argc, char **argv)
         pthread_join(t[i], NULL);
     double secs = mb_now() - t0;
     long rss_end = mb_rss();
-    printf("bench=larson threads=%d mops=%.3f peak_rss=%ld rss_end=%ld secs=%.3f\n", nthreads,
-           (double)ops * (double)rounds * nthreads / secs / 1e6, mb_maxrss(), rss_end, secs);
+    printf("bench=larson threads=%d mops=%.3f peak_rss=%ld rss_end=%ld secs=%.3f\n",
+           nthreads, (double)ops * (double)rounds * nthreads / secs / 1e6, mb_maxrss(),
+           rss_end, secs);
     for (long k = 0; k < (long)nthreads * slots; k++)
         free(atomic_load(&table[k]));
     free(table);

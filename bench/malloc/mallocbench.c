@@ -51,10 +51,14 @@ static void *worker(void *arg)
 int main(int argc, char **argv)
 {
     int threads = argc > 1 ? atoi(argv[1]) : 1;
-    if (argc > 2) ops = atol(argv[2]);
-    if (argc > 3) slots = atol(argv[3]);
-    if (argc > 4) minsz = atol(argv[4]);
-    if (argc > 5) maxsz = atol(argv[5]);
+    if (argc > 2)
+        ops = atol(argv[2]);
+    if (argc > 3)
+        slots = atol(argv[3]);
+    if (argc > 4)
+        minsz = atol(argv[4]);
+    if (argc > 5)
+        maxsz = atol(argv[5]);
     if (threads < 1 || ops < 1 || slots < 1 || minsz < 1 || maxsz < minsz) {
         fprintf(stderr, "usage: mallocbench THREADS [OPS] [SLOTS] [MIN] [MAX]\n");
         return 2;

@@ -69,7 +69,9 @@ static inline size_t mb_mixed_size(uint64_t *s)
     uint64_t r = mb_rnd(s);
     unsigned k = (unsigned)(r % 100);
     r >>= 8;
-    return k < 70 ? 16 + r % 1009 : k < 95 ? 1024 + r % (63 * 1024) : 65536 + r % (960 * 1024);
+    return k < 70   ? 16 + r % 1009
+           : k < 95 ? 1024 + r % (63 * 1024)
+                    : 65536 + r % (960 * 1024);
 }
 
 /* Sleeps until t0 + ms (monotonic). */

@@ -122,9 +122,12 @@ out:
 int main(int argc, char **argv)
 {
     int pairs = argc > 1 ? atoi(argv[1]) : 2;
-    if (argc > 2) msgs = atol(argv[2]);
-    if (argc > 3) window = atol(argv[3]);
-    if (argc > 4) phase = atol(argv[4]);
+    if (argc > 2)
+        msgs = atol(argv[2]);
+    if (argc > 3)
+        window = atol(argv[3]);
+    if (argc > 4)
+        phase = atol(argv[4]);
     if (pairs < 1 || msgs < 1 || window < 1 || phase < 1) {
         fprintf(stderr, "usage: prodcons [PAIRS] [MSGS] [WINDOW] [PHASE]\n");
         return 2;
@@ -152,9 +155,10 @@ int main(int argc, char **argv)
     size_t live = 0;
     for (int i = 0; i < pairs; i++)
         live += ps[i].live_max;
-    printf("bench=prodcons threads=%d mops=%.3f peak_rss=%ld rss_avg=%.0f live_max=%zu secs=%.3f\n",
-           2 * pairs, (double)msgs * pairs / secs / 1e6, mb_maxrss(), ns ? sum / (double)ns : 0.0,
-           live, secs);
+    printf("bench=prodcons threads=%d mops=%.3f peak_rss=%ld rss_avg=%.0f live_max=%zu "
+           "secs=%.3f\n",
+           2 * pairs, (double)msgs * pairs / secs / 1e6, mb_maxrss(),
+           ns ? sum / (double)ns : 0.0, live, secs);
     free(t);
     free(ps);
     return 0;

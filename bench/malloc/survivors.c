@@ -75,7 +75,8 @@ int main(int argc, char **argv)
     if (argc > 4)
         keep_every = atol(argv[4]);
     if (total_mb < 1 || idle_ms < 0 || threads < 1 || threads > 64 || keep_every < 1) {
-        fprintf(stderr, "usage: survivors [TOTAL_MB] [IDLE_MS] [THREADS<=64] [KEEP_EVERY]\n");
+        fprintf(stderr,
+                "usage: survivors [TOTAL_MB] [IDLE_MS] [THREADS<=64] [KEEP_EVERY]\n");
         return 2;
     }
     per_thread = (size_t)total_mb * 1024 * 1024 / (size_t)threads;
@@ -105,8 +106,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < ns; i++)
         if (tms[i] <= 1050)
             at1 = rss[i];
-    printf("bench=survivors peak=%ld rss_before=%ld live=%zu rss_1s=%ld rss_last=%ld\n", peak,
-           before, live, at1, ns ? rss[ns - 1] : -1);
+    printf("bench=survivors peak=%ld rss_before=%ld live=%zu rss_1s=%ld rss_last=%ld\n",
+           peak, before, live, at1, ns ? rss[ns - 1] : -1);
     for (int i = 0; i < ns; i++)
         printf("bench=survivors t_ms=%ld rss=%ld\n", tms[i], rss[i]);
     pthread_barrier_wait(&done_idle);

@@ -50,8 +50,8 @@ static void *request(void *arg)
     for (long i = 0; i < n; i++)
         free(v[i]);
     l->next = atomic_load_explicit(&kept, memory_order_relaxed);
-    while (!atomic_compare_exchange_weak_explicit(&kept, &l->next, l, memory_order_release,
-                                                  memory_order_relaxed))
+    while (!atomic_compare_exchange_weak_explicit(
+        &kept, &l->next, l, memory_order_release, memory_order_relaxed))
         ;
     return NULL;
 }
@@ -60,7 +60,8 @@ int main(int argc, char **argv)
 {
     long reqs = argc > 1 ? atol(argv[1]) : 20000;
     int conc = argc > 2 ? atoi(argv[2]) : 2;
-    if (argc > 3) work = atol(argv[3]);
+    if (argc > 3)
+        work = atol(argv[3]);
     if (reqs < 1 || conc < 1 || conc > 256 || work < 1) {
         fprintf(stderr, "usage: threadreq [REQUESTS] [CONC<=256] [WORK]\n");
         return 2;
@@ -79,9 +80,10 @@ int main(int argc, char **argv)
     }
     double secs = mb_now() - t0;
     long rss_end = mb_rss();
-    printf("bench=threadreq threads=%d us_per_req=%.2f peak_rss=%ld rss_end=%ld live=%zu secs=%.3f\n",
-           conc, secs * 1e6 / (double)reqs, mb_maxrss(), rss_end, (size_t)reqs * sizeof(leftover),
-           secs);
+    printf("bench=threadreq threads=%d us_per_req=%.2f peak_rss=%ld rss_end=%ld live=%zu "
+           "secs=%.3f\n",
+           conc, secs * 1e6 / (double)reqs, mb_maxrss(), rss_end,
+           (size_t)reqs * sizeof(leftover), secs);
     leftover *l = atomic_load(&kept);
     while (l) {
         leftover *nx = l->next;

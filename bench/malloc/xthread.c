@@ -11,11 +11,11 @@
  * (mops: blocks allocated and freed per second, in millions)
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sched.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -99,8 +99,10 @@ static void *consumer(void *arg)
 int main(int argc, char **argv)
 {
     int pairs = argc > 1 ? atoi(argv[1]) : 1;
-    if (argc > 2) blocks = atol(argv[2]);
-    if (argc > 3) maxsz = atol(argv[3]);
+    if (argc > 2)
+        blocks = atol(argv[2]);
+    if (argc > 3)
+        maxsz = atol(argv[3]);
     if (pairs < 1 || blocks < 1 || maxsz < 16) {
         fprintf(stderr, "usage: xthread PAIRS [BLOCKS] [MAX]\n");
         return 2;

@@ -147,8 +147,8 @@ static void hist_add(int64_t ns)
         idx = (unsigned)v;
     } else {
         unsigned msb = 63 - (unsigned)__builtin_clzll(v);
-        idx = (msb - SUB_BITS + 1) * SUB +
-              (unsigned)((v >> (msb - SUB_BITS)) & (SUB - 1));
+        idx =
+            (msb - SUB_BITS + 1) * SUB + (unsigned)((v >> (msb - SUB_BITS)) & (SUB - 1));
     }
     hist[idx]++;
     hist_n++;
@@ -222,7 +222,8 @@ static void raise_nofile(long need)
     rl.rlim_cur = rl.rlim_max;
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
         die("%ld descriptors needed, RLIMIT_NOFILE cannot be raised: %s "
-            "(ulimit -n)", need, strerror(errno));
+            "(ulimit -n)",
+            need, strerror(errno));
 }
 
 /* Source addresses to spread the client side over: loopback's port range
@@ -281,9 +282,11 @@ static void open_conns(long base_fds)
                 errno != EINPROGRESS) {
                 int e = errno;
                 die("connect (connection %d): %s%s", opened, strerror(e),
-                    e == EADDRNOTAVAIL ? ": out of ports, use more source addresses (-S)" : "");
+                    e == EADDRNOTAVAIL ? ": out of ports, use more source addresses (-S)"
+                                       : "");
             }
-            struct epoll_event e = {.events = EPOLLOUT | EPOLLONESHOT, .data.u32 = (uint32_t)opened};
+            struct epoll_event e = {.events = EPOLLOUT | EPOLLONESHOT,
+                                    .data.u32 = (uint32_t)opened};
             if (epoll_ctl(g.ep, EPOLL_CTL_ADD, fd, &e) != 0)
                 die("epoll_ctl: %s", strerror(errno));
             opened++;
@@ -337,7 +340,8 @@ static unsigned char txbuf[TX_CHUNK + 1024], rxbuf[RX_CHUNK];
 /* Writes the rest of c's current message; true when it is all out. */
 static bool pp_send(conn *c)
 {
-    uint64_t msg_end = (c->tx / (uint64_t)g.size + (c->tx % (uint64_t)g.size != 0)) * (uint64_t)g.size;
+    uint64_t msg_end =
+        (c->tx / (uint64_t)g.size + (c->tx % (uint64_t)g.size != 0)) * (uint64_t)g.size;
     if (c->tx == msg_end) /* a new message */
         msg_end += (uint64_t)g.size;
     size_t n = (size_t)(msg_end - c->tx);
@@ -400,7 +404,8 @@ static void run_pingpong(void)
             }
             if (!check_echo(c->rx, rxbuf, (size_t)r, g.size))
                 die("connection %ld: the echo differs from what was sent "
-                    "(stream offset %llu)", (long)(c - g.c), (unsigned long long)c->rx);
+                    "(stream offset %llu)",
+                    (long)(c - g.c), (unsigned long long)c->rx);
             c->rx += (uint64_t)r;
             if (c->rx < c->tx)
                 continue;
@@ -480,9 +485,11 @@ static void run_stream(void)
                     break;
                 if (r <= 0)
                     conn_failed(c, r, "read");
-                if (c->rx + (uint64_t)r > c->tx || !check_echo(c->rx, rxbuf, (size_t)r, g.size))
+                if (c->rx + (uint64_t)r > c->tx ||
+                    !check_echo(c->rx, rxbuf, (size_t)r, g.size))
                     die("connection %ld: the echo differs from what was sent "
-                        "(stream offset %llu)", (long)(c - g.c), (unsigned long long)c->rx);
+                        "(stream offset %llu)",
+                        (long)(c - g.c), (unsigned long long)c->rx);
                 c->rx += (uint64_t)r;
                 rx_total += (uint64_t)r;
                 st_send(c);
@@ -523,8 +530,7 @@ static void run_idle(void)
     printf("name=echo_idle conns=%d held=%ld base_rss=%lld base_pte=%lld rss=%lld "
            "pte=%lld bytes_per_conn=%.0f open_s=%.2f%s\n",
            g.conns, held, (long long)rss0, (long long)pte0, (long long)rss,
-           (long long)pte, (double)(rss + pte - rss0 - pte0) / g.conns, open_s,
-           g.tags);
+           (long long)pte, (double)(rss + pte - rss0 - pte0) / g.conns, open_s, g.tags);
 }
 
 /* ---- main ------------------------------------------------------------------------ */
@@ -561,7 +567,10 @@ int main(int argc, char **argv)
     optind = 2;
     while ((opt = getopt(argc, argv, "a:c:s:d:w:W:p:S:t:")) != -1) {
         switch (opt) {
-        case 'a': parse_addr(optarg); have_addr = true; break;
+        case 'a':
+            parse_addr(optarg);
+            have_addr = true;
+            break;
         case 'c': g.conns = atoi(optarg); break;
         case 's': g.size = atoi(optarg); break;
         case 'd': g.duration = atof(optarg); break;

@@ -145,12 +145,13 @@ static void main_task(void *arg)
     int64_t rd_us = (bench_clock_ns() - m0) / 1000;
     if (rd_us > 20000)
         resident_slow = 1;
-    printf("kind=seed %s phase=parked spawned=%ld spawn_ms=%.1f tasks=%lld stack_inuse=%lld "
-           "rss=%lld hwm=%lld pte=%lld minflt=%lld metric_us=%lld reserved=%lld%s\n",
-           tag, spawned, spawn_ns / 1e6, (long long)bench_metric("/tasks/live:tasks"),
-           (long long)res, (long long)s.rss, (long long)s.hwm, (long long)s.pte, (long long)flt,
-           (long long)rd_us, (long long)bench_metric("/stacks/reserved:bytes"),
-           guard_hit ? " guard=hit" : "");
+    printf(
+        "kind=seed %s phase=parked spawned=%ld spawn_ms=%.1f tasks=%lld stack_inuse=%lld "
+        "rss=%lld hwm=%lld pte=%lld minflt=%lld metric_us=%lld reserved=%lld%s\n",
+        tag, spawned, spawn_ns / 1e6, (long long)bench_metric("/tasks/live:tasks"),
+        (long long)res, (long long)s.rss, (long long)s.hwm, (long long)s.pte,
+        (long long)flt, (long long)rd_us,
+        (long long)bench_metric("/stacks/reserved:bytes"), guard_hit ? " guard=hit" : "");
     fflush(stdout);
     for (int t = 100; t <= settle_ms; t += 100) {
         int64_t wake = t0 + (int64_t)t * 1000000 - mote_now();
@@ -170,8 +171,8 @@ static void main_task(void *arg)
         mote_sleep(1000000);
     int64_t rel_ns = mote_now() - r0;
     s = bench_read_status();
-    printf("kind=seed %s phase=released release_ms=%.1f rss=%lld pte=%lld\n", tag, rel_ns / 1e6,
-           (long long)s.rss, (long long)s.pte);
+    printf("kind=seed %s phase=released release_ms=%.1f rss=%lld pte=%lld\n", tag,
+           rel_ns / 1e6, (long long)s.rss, (long long)s.pte);
     fflush(stdout);
 #endif
     main_returned_ns = mote_now();

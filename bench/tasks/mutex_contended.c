@@ -69,8 +69,8 @@ static void main_task(void *arg)
     long h = iters / 10;
     run(yielding, 2, h / 20);
     el = run(yielding, 2, h);
-    printf("name=mutex_handoff impl=mote workers=%ld ns_per_op=%.2f iters=%ld\n",
-           workers, (double)el / (2.0 * h), 2 * h);
+    printf("name=mutex_handoff impl=mote workers=%ld ns_per_op=%.2f iters=%ld\n", workers,
+           (double)el / (2.0 * h), 2 * h);
 }
 
 int main(int argc, char **argv)

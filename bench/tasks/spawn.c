@@ -96,8 +96,11 @@ static void main_task(void *arg)
     int64_t f0 = bench_minflt();
     int64_t d = run(n);
     int64_t f = bench_minflt() - f0;
-    const char *name = touch == 1024 ? "spawn_1k" : touch == 16384 ? "spawn_16k" : "spawn";
-    printf("name=%s impl=mote workers=%lld ns_per_op=%.2f minflt_per_op=%.4f iters=%ld batch=%ld\n",
+    const char *name = touch == 1024    ? "spawn_1k"
+                       : touch == 16384 ? "spawn_16k"
+                                        : "spawn";
+    printf("name=%s impl=mote workers=%lld ns_per_op=%.2f minflt_per_op=%.4f iters=%ld "
+           "batch=%ld\n",
            name, (long long)bench_metric("/sched/workers:threads"), (double)d / (double)n,
            (double)f / (double)n, n, batch);
 }

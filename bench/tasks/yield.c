@@ -60,8 +60,8 @@ static void main_task(void *arg)
     run(iters / 20); /* warm-up */
     elapsed = run(iters);
     printf("name=yield impl=mote workers=%lld ns_per_op=%.2f iters=%ld\n",
-           (long long)bench_metric("/sched/workers:threads"), (double)elapsed / (2.0 * iters),
-           2 * iters);
+           (long long)bench_metric("/sched/workers:threads"),
+           (double)elapsed / (2.0 * iters), 2 * iters);
 }
 
 int main(int argc, char **argv)

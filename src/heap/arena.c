@@ -289,8 +289,8 @@ void *mote__arena_huge_alloc(size_t size, size_t align)
     /* The header takes the block's alignment, up to one segment; a bigger
      * alignment puts it in its own segment-sized unit just below the block,
      * so any alignment costs at most one extra unit of address space. */
-    size_t hdr = a > HEAP_SEG_SIZE ? HEAP_SEG_SIZE
-                                   : (sizeof(heap_segment) + a - 1) & ~(a - 1);
+    size_t hdr =
+        a > HEAP_SEG_SIZE ? HEAP_SEG_SIZE : (sizeof(heap_segment) + a - 1) & ~(a - 1);
     size_t total = hdr + size + HEAP_OS_PAGE - 1;
     if (total < size) {
         errno = ENOMEM;

@@ -45,31 +45,31 @@
 enum { REGION = 2 << 20, RUNS = 3 };
 
 /* Arguments that only exist at run time: markers no real argument has. */
-#define MARK(k) ((const void *)(uintptr_t)(0x7eed0000u + (k)))
-#define A_FILE MARK(1)    /* a FILE* on /dev/null */
-#define A_FD MARK(2)      /* an fd on /dev/null */
-#define A_BUF MARK(3)     /* 64 KiB scratch buffer */
-#define A_BUF2 MARK(4)    /* another one */
-#define A_FRESH MARK(5)   /* malloc(64), just allocated */
-#define A_FRESHBIG MARK(6) /* malloc(4 MiB), just allocated */
-#define A_SLOT MARK(7)    /* a scratch word */
-#define A_TM MARK(8)      /* a struct tm */
-#define A_TIME MARK(9)    /* a time_t holding now */
-#define A_MUTEX MARK(10)  /* a pthread mutex */
-#define A_INTS MARK(11)   /* 1000 ints for qsort */
-#define A_CMP MARK(12)    /* qsort comparator */
-#define A_LONGSTR MARK(13) /* a 60 KB string */
-#define A_ZERO_TS MARK(14) /* a zero struct timespec */
-#define A_LOCKED MARK(15) /* a locked pthread mutex */
-#define A_PAGE MARK(16)    /* a fresh anonymous page */
-#define A_COND MARK(17)    /* a pthread condition variable */
-#define A_RWLOCK MARK(18)  /* a fresh rwlock */
+#define MARK(k)    ((const void *)(uintptr_t)(0x7eed0000u + (k)))
+#define A_FILE     MARK(1)  /* a FILE* on /dev/null */
+#define A_FD       MARK(2)  /* an fd on /dev/null */
+#define A_BUF      MARK(3)  /* 64 KiB scratch buffer */
+#define A_BUF2     MARK(4)  /* another one */
+#define A_FRESH    MARK(5)  /* malloc(64), just allocated */
+#define A_FRESHBIG MARK(6)  /* malloc(4 MiB), just allocated */
+#define A_SLOT     MARK(7)  /* a scratch word */
+#define A_TM       MARK(8)  /* a struct tm */
+#define A_TIME     MARK(9)  /* a time_t holding now */
+#define A_MUTEX    MARK(10) /* a pthread mutex */
+#define A_INTS     MARK(11) /* 1000 ints for qsort */
+#define A_CMP      MARK(12) /* qsort comparator */
+#define A_LONGSTR  MARK(13) /* a 60 KB string */
+#define A_ZERO_TS  MARK(14) /* a zero struct timespec */
+#define A_LOCKED   MARK(15) /* a locked pthread mutex */
+#define A_PAGE     MARK(16) /* a fresh anonymous page */
+#define A_COND     MARK(17) /* a pthread condition variable */
+#define A_RWLOCK   MARK(18) /* a fresh rwlock */
 #define A_RDLOCKED MARK(19) /* a read-locked rwlock */
-#define A_ATTR MARK(20)    /* initialised, detached pthread attributes */
+#define A_ATTR     MARK(20) /* initialised, detached pthread attributes */
 #define A_THREADFN MARK(21) /* a thread body that returns at once */
-#define A_TOKSTR MARK(22) /* a fresh "a=b&c=d..." string */
-#define A_MAX 22
-#define N(x) ((const void *)(uintptr_t)(x))
+#define A_TOKSTR   MARK(22) /* a fresh "a=b&c=d..." string */
+#define A_MAX      22
+#define N(x)       ((const void *)(uintptr_t)(x))
 
 typedef struct pcall {
     const char *fn;
@@ -78,11 +78,11 @@ typedef struct pcall {
     int nvec;
 } pcall;
 
-#define FMT_INT "%d %s %x %ld\n" /* four: with fmt and two more, six registers */
+#define FMT_INT  "%d %s %x %ld\n" /* four: with fmt and two more, six registers */
 #define FMT_INT3 "%d %s %x\n"
-#define FMT_FLT "%f %g %e %a\n"
-#define FMT_BIG "%.400f\n"
-#define FMT_STR "%s|%-40s|%10.3s\n"
+#define FMT_FLT  "%f %g %e %a\n"
+#define FMT_BIG  "%.400f\n"
+#define FMT_STR  "%s|%-40s|%10.3s\n"
 
 /* Every call, with the arguments that drive it deep.  v-variants are
  * charged like their plain forms below (they are the plain form's body). */
@@ -143,7 +143,10 @@ static const pcall calls[] = {
     {"strtol", {"-1234567890", NULL, N(10)}, {0}, 0},
     {"strtoul", {"1234567890", NULL, N(0)}, {0}, 0},
     {"strtoll", {"-123456789012345", NULL, N(10)}, {0}, 0},
-    {"strtod", {"3.14159265358979323846264338327950288419716939937510e-300", NULL}, {0}, 0},
+    {"strtod",
+     {"3.14159265358979323846264338327950288419716939937510e-300", NULL},
+     {0},
+     0},
     {"strtod", {"1234567890123456789012345678901234567890.5e200", NULL}, {0}, 0},
     {"atoi", {"123456"}, {0}, 0},
     {"atof", {"2.718281828459045235360287"}, {0}, 0},
@@ -166,7 +169,10 @@ static const pcall calls[] = {
     {"nanosleep", {A_ZERO_TS, NULL}, {0}, 0},
     /* System call wrappers the runtime and servers use. */
     {"syscall", {N(39) /* SYS_getpid */}, {0}, 0},
-    {"mmap", {NULL, N(4096), N(1) /* PROT_READ */, N(0x22) /* PRIVATE|ANON */, N(-1L), N(0)}, {0}, 0},
+    {"mmap",
+     {NULL, N(4096), N(1) /* PROT_READ */, N(0x22) /* PRIVATE|ANON */, N(-1L), N(0)},
+     {0},
+     0},
     {"munmap", {A_PAGE, N(4096)}, {0}, 0},
     {"madvise", {A_PAGE, N(4096), N(4) /* MADV_DONTNEED */}, {0}, 0},
     {"mprotect", {A_PAGE, N(4096), N(1)}, {0}, 0},
@@ -208,22 +214,45 @@ static const pcall calls[] = {
 
 /* Charged like the plain form they share their body with. */
 static const char *const alias[][2] = {
-    {"vprintf", "printf"}, {"vfprintf", "fprintf"}, {"vsprintf", "sprintf"},
-    {"vsnprintf", "snprintf"}, {"vdprintf", "dprintf"},
-    {"__vfprintf_chk", "__fprintf_chk"}, {"__vsnprintf_chk", "__snprintf_chk"},
-    {"__vsprintf_chk", "__sprintf_chk"}, {"__vprintf_chk", "__printf_chk"},
-    {"vsscanf", "sscanf"}, {"__isoc99_vsscanf", "sscanf"},
-    {"localtime", "localtime_r"}, {"gmtime", "gmtime_r"},
-    {"__memcpy_chk", "memcpy"}, {"__memmove_chk", "memmove"},
-    {"__memset_chk", "memset"}, {"__strcpy_chk", "strcpy"},
-    {"__strncpy_chk", "strncpy"}, {"mempcpy", "memcpy"},
-    {"stpcpy", "strcpy"}, {"strcat", "strcpy"}, {"strncat", "strncpy"},
-    {"strcasecmp", "strcmp"}, {"strncasecmp", "strncmp"},
-    {"atol", "strtol"}, {"mmap64", "mmap"}, {"strtok", "strtok_r"}, {"open64", "open"},
-    {"pthread_atfork", "__register_atfork"}, {"__strerror_r", "strerror"}, {"atoll", "strtoll"}, {"strtoull", "strtoul"},
-    {"strtof", "strtod"}, {"strndup", "strdup"}, {"putc", "fputc"},
-    {"_IO_putc", "fputc"}, {"fputs_unlocked", "fputs"},
-    {"fwrite_unlocked", "fwrite"}, {"usleep", "nanosleep"},
+    {"vprintf", "printf"},
+    {"vfprintf", "fprintf"},
+    {"vsprintf", "sprintf"},
+    {"vsnprintf", "snprintf"},
+    {"vdprintf", "dprintf"},
+    {"__vfprintf_chk", "__fprintf_chk"},
+    {"__vsnprintf_chk", "__snprintf_chk"},
+    {"__vsprintf_chk", "__sprintf_chk"},
+    {"__vprintf_chk", "__printf_chk"},
+    {"vsscanf", "sscanf"},
+    {"__isoc99_vsscanf", "sscanf"},
+    {"localtime", "localtime_r"},
+    {"gmtime", "gmtime_r"},
+    {"__memcpy_chk", "memcpy"},
+    {"__memmove_chk", "memmove"},
+    {"__memset_chk", "memset"},
+    {"__strcpy_chk", "strcpy"},
+    {"__strncpy_chk", "strncpy"},
+    {"mempcpy", "memcpy"},
+    {"stpcpy", "strcpy"},
+    {"strcat", "strcpy"},
+    {"strncat", "strncpy"},
+    {"strcasecmp", "strcmp"},
+    {"strncasecmp", "strncmp"},
+    {"atol", "strtol"},
+    {"mmap64", "mmap"},
+    {"strtok", "strtok_r"},
+    {"open64", "open"},
+    {"pthread_atfork", "__register_atfork"},
+    {"__strerror_r", "strerror"},
+    {"atoll", "strtoll"},
+    {"strtoull", "strtoul"},
+    {"strtof", "strtod"},
+    {"strndup", "strdup"},
+    {"putc", "fputc"},
+    {"_IO_putc", "fputc"},
+    {"fputs_unlocked", "fputs"},
+    {"fwrite_unlocked", "fwrite"},
+    {"usleep", "nanosleep"},
 };
 
 static const char *const lazy_names[] = {"getppid", "getpgrp", "getuid", "getgid"};
@@ -246,8 +275,8 @@ void mote_stack_lazy3(void);
 
 /* Calls fn with the stack pointer at top, with the SysV argument
  * registers (and %al, the vector count of variadic calls) loaded. */
-static void call_on(void *top, const void *fn, const uintptr_t a[6],
-                    const double d[4], int nvec)
+static void call_on(void *top, const void *fn, const uintptr_t a[6], const double d[4],
+                    int nvec)
 {
     register uintptr_t rdi __asm__("rdi") = a[0];
     register uintptr_t rsi __asm__("rsi") = a[1];
@@ -264,12 +293,12 @@ static void call_on(void *top, const void *fn, const uintptr_t a[6],
                      "mov %[top], %%rsp\n\t"
                      "call *%[fn]\n\t"
                      "mov %%rbx, %%rsp\n\t"
-                     : "+r"(rdi), "+r"(rsi), "+r"(rdx), "+r"(rcx), "+r"(r8),
-                       "+r"(r9), "+r"(rax), "+x"(x0), "+x"(x1), "+x"(x2), "+x"(x3)
+                     : "+r"(rdi), "+r"(rsi), "+r"(rdx), "+r"(rcx), "+r"(r8), "+r"(r9),
+                       "+r"(rax), "+x"(x0), "+x"(x1), "+x"(x2), "+x"(x3)
                      : [top] "r"(top), [fn] "r"(fn)
                      : "rbx", "r10", "r11", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
-                       "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14",
-                       "xmm15", "memory", "cc");
+                       "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",
+                       "memory", "cc");
 }
 
 typedef struct ctx {
@@ -295,10 +324,7 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void *thread_body(void *arg)
-{
-    return arg;
-}
+static void *thread_body(void *arg) { return arg; }
 
 static uintptr_t resolve(ctx *c, const void *arg)
 {
@@ -328,12 +354,11 @@ static uintptr_t resolve(ctx *c, const void *arg)
     case 12: return (uintptr_t)cmp_int;
     case 13: return (uintptr_t)c->longstr;
     case 16: {
-        void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        void *p =
+            mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         return p == MAP_FAILED ? 0 : (uintptr_t)p;
     }
-    case 17:
-        pthread_cond_init(&c->cond, NULL);
-        return (uintptr_t)&c->cond;
+    case 17: pthread_cond_init(&c->cond, NULL); return (uintptr_t)&c->cond;
     case 18:
     case 19:
         pthread_rwlock_init(&c->rw, NULL);
@@ -348,16 +373,14 @@ static uintptr_t resolve(ctx *c, const void *arg)
     case 22:
         snprintf(c->tok, sizeof c->tok, "name=widget&color=blue&size=3&note=a<b&x=y");
         return (uintptr_t)c->tok;
-    case 14:
-        memset(&c->ts, 0, sizeof c->ts);
-        return (uintptr_t)&c->ts;
+    case 14: memset(&c->ts, 0, sizeof c->ts); return (uintptr_t)&c->ts;
     default: return (uintptr_t)arg;
     }
 }
 
 /* Depth of one call: the lowest byte that lost the paint. */
-static long measure(ctx *c, const void *fn, const uintptr_t a[6],
-                    const double d[4], int nvec, uint8_t paint)
+static long measure(ctx *c, const void *fn, const uintptr_t a[6], const double d[4],
+                    int nvec, uint8_t paint)
 {
     memset(c->lo, paint, (size_t)(c->top - c->lo));
     call_on(c->top, fn, a, d, nvec);
@@ -400,7 +423,8 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 /* The kernel's signal frame on a painted alternate stack. */
 static long measure_sigframe(ctx *c)
 {
-    stack_t ss = {.ss_sp = c->lo, .ss_size = (size_t)(c->top - c->lo), .ss_flags = 0}, old;
+    stack_t ss = {.ss_sp = c->lo, .ss_size = (size_t)(c->top - c->lo), .ss_flags = 0},
+            old;
     struct sigaction sa, oldsa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_signal;
@@ -448,8 +472,8 @@ static void machine_line(char *buf, size_t n)
     struct utsname u;
     if (uname(&u) != 0)
         strcpy(u.release, "?");
-    snprintf(buf, n, "%s, Linux %s, glibc %s, AT_MINSIGSTKSZ %lu", cpu,
-             u.release, gnu_get_libc_version(), getauxval(AT_MINSIGSTKSZ));
+    snprintf(buf, n, "%s, Linux %s, glibc %s, AT_MINSIGSTKSZ %lu", cpu, u.release,
+             gnu_get_libc_version(), getauxval(AT_MINSIGSTKSZ));
 }
 
 int cmd_calibrate(const char *out, bool json)
@@ -514,8 +538,8 @@ int cmd_calibrate(const char *out, bool json)
             }
 
     /* Lazy binding: first and second call through each stub. */
-    void (*const stubs[])(void) = {mote_stack_lazy0, mote_stack_lazy1,
-                                   mote_stack_lazy2, mote_stack_lazy3};
+    void (*const stubs[])(void) = {mote_stack_lazy0, mote_stack_lazy1, mote_stack_lazy2,
+                                   mote_stack_lazy3};
     long lazy = -1;
     const char *lazy_note = "";
     const char *bindnow = getenv("LD_BIND_NOW");
@@ -588,13 +612,18 @@ int cmd_calibrate(const char *out, bool json)
                    "# caller's %%rsp before the call (return address included).\n"
                    "# Written by `mote-stack calibrate`; read with --costs FILE.\n");
         fprintf(f, "# machine: %s\n", machine);
-        fprintf(f, "@sigframe %ld  # kernel signal frame (rt_sigframe + xsave area): "
-                   "measured %ld, AT_MINSIGSTKSZ %lu\n",
+        fprintf(f,
+                "@sigframe %ld  # kernel signal frame (rt_sigframe + xsave area): "
+                "measured %ld, AT_MINSIGSTKSZ %lu\n",
                 sigframe, sigmeasured, getauxval(AT_MINSIGSTKSZ));
         fprintf(f, "@redzone 128  # skipped by the kernel below the interrupted %%rsp\n");
         fprintf(f, "@lazybind %ld%s\n", lazy,
-                *lazy_note ? lazy_note : "  # first call through a lazy PLT slot (_dl_runtime_resolve)");
-        fprintf(f, "@runtime %d  # mote above the entry's caller: slot top + task_entry\n", runtime);
+                *lazy_note
+                    ? lazy_note
+                    : "  # first call through a lazy PLT slot (_dl_runtime_resolve)");
+        fprintf(f,
+                "@runtime %d  # mote above the entry's caller: slot top + task_entry\n",
+                runtime);
         for (size_t i = 0; i < nrows; i++) {
             if (rows[i].bytes < 0)
                 fprintf(f, "# %s: used more than %d MiB, not measured\n", rows[i].name,

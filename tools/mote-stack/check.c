@@ -57,10 +57,7 @@ static long long num(const jv *v, long long dflt)
     return v && v->type == JV_NUM ? (long long)v->num : dflt;
 }
 
-static const char *str(const jv *v)
-{
-    return v && v->type == JV_STR ? v->str : NULL;
-}
+static const char *str(const jv *v) { return v && v->type == JV_STR ? v->str : NULL; }
 
 int check_run(check_result *r, elfbin *b, analyzer *a, const char *report,
               const graph_opts *o)
@@ -81,12 +78,14 @@ int check_run(check_result *r, elfbin *b, analyzer *a, const char *report,
     const jv *entries = jv_get(root, "entries");
     if (!ver || ver->type != JV_NUM || !entries || entries->type != JV_ARR) {
         msg_error("%s: not a mote_stack_report (needs \"mote_stack_report\":1 and "
-                  "an \"entries\" array)", report);
+                  "an \"entries\" array)",
+                  report);
         jv_free(root);
         return EXIT_INPUT;
     }
     if (ver->num != 1)
-        msg_warn("%s: report version %g; this mote-stack reads version 1", report, ver->num);
+        msg_warn("%s: report version %g; this mote-stack reads version 1", report,
+                 ver->num);
     r->exe = str(jv_get(root, "exe")) ? xstrdup(str(jv_get(root, "exe"))) : NULL;
     other **others = NULL; /* each allocated alone: rows point into them */
     size_t nothers = 0, capothers = 0;
@@ -111,8 +110,8 @@ int check_run(check_result *r, elfbin *b, analyzer *a, const char *report,
         /* The ELF holding the entry. */
         elfbin *eb = b;
         analyzer *ea = a;
-        if (obj && !same_file(obj, b->path) && !(r->exe && same_file(obj, r->exe) &&
-                                                 same_file(r->exe, b->path))) {
+        if (obj && !same_file(obj, b->path) &&
+            !(r->exe && same_file(obj, r->exe) && same_file(r->exe, b->path))) {
             other *ot = NULL;
             for (size_t k = 0; k < nothers; k++)
                 if (strcmp(others[k]->path, obj) == 0)
@@ -139,8 +138,8 @@ int check_run(check_result *r, elfbin *b, analyzer *a, const char *report,
             row->func = elfbin_func_named(eb, row->name, strlen(row->name));
             if (row->func >= 0)
                 msg_warn("%s: no function at offset 0x%llx in %s; found %s by name at "
-                         "0x%llx (was the binary rebuilt?)", report,
-                         (unsigned long long)row->offset, eb->path, row->name,
+                         "0x%llx (was the binary rebuilt?)",
+                         report, (unsigned long long)row->offset, eb->path, row->name,
                          (unsigned long long)eb->funcs[row->func].addr);
         }
         if (row->func < 0) {

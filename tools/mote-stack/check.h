@@ -19,7 +19,7 @@ typedef struct check_row {
     char *name, *object, *why;
     uint64_t offset;
     long long tasks, sampled, max_depth, stack_size;
-    int func; /* in its object, -1 when skipped */
+    int func;   /* in its object, -1 when skipped */
     elfbin *eb; /* that object (the binary, or one the report names) */
     worst w;
     bool analysed;

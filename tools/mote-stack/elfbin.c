@@ -54,8 +54,7 @@ static int check_header(const char *path, int fd, off_t fsize)
         return EXIT_INPUT;
     }
     if (n < (ssize_t)sizeof(Elf64_Ehdr)) {
-        msg_error("%s: truncated ELF file (%zd bytes, shorter than its header)",
-                  path, n);
+        msg_error("%s: truncated ELF file (%zd bytes, shorter than its header)", path, n);
         return EXIT_INPUT;
     }
     if (h[EI_DATA] != ELFDATA2LSB) {
@@ -83,23 +82,26 @@ static int check_header(const char *path, int fd, off_t fsize)
     }
     if (e.e_type == ET_REL) {
         msg_error("%s: a relocatable object (.o): link it first, call targets "
-                  "are only known in a linked executable or shared object", path);
+                  "are only known in a linked executable or shared object",
+                  path);
         return EXIT_INPUT;
     }
     if (e.e_type != ET_EXEC && e.e_type != ET_DYN) {
-        msg_error("%s: ELF type %u is neither an executable nor a shared object",
-                  path, e.e_type);
+        msg_error("%s: ELF type %u is neither an executable nor a shared object", path,
+                  e.e_type);
         return EXIT_INPUT;
     }
     if (e.e_shoff == 0 || e.e_shnum == 0) {
         msg_error("%s: no section headers (stripped with sstrip, or a "
-                  "truncated file?)", path);
+                  "truncated file?)",
+                  path);
         return EXIT_INPUT;
     }
     if (e.e_shentsize != sizeof(Elf64_Shdr) ||
         e.e_shoff + (uint64_t)e.e_shnum * e.e_shentsize > (uint64_t)fsize) {
         msg_error("%s: truncated ELF file: section headers end at byte %llu, "
-                  "the file has %lld", path,
+                  "the file has %lld",
+                  path,
                   (unsigned long long)(e.e_shoff + (uint64_t)e.e_shnum * e.e_shentsize),
                   (long long)fsize);
         return EXIT_INPUT;
@@ -151,11 +153,13 @@ static int open_elf(const char *path, int *fdp, Elf **ep, bool quiet)
         GElf_Shdr sh;
         if (!gelf_getshdr(s, &sh))
             continue;
-        if (sh.sh_type != SHT_NOBITS && sh.sh_offset + sh.sh_size > (uint64_t)st.st_size) {
+        if (sh.sh_type != SHT_NOBITS &&
+            sh.sh_offset + sh.sh_size > (uint64_t)st.st_size) {
             if (!quiet) {
                 const char *nm = elf_strptr(e, shstr, sh.sh_name);
                 msg_error("%s: truncated ELF file: section %s ends at byte %llu, "
-                          "the file has %lld", path, nm ? nm : "?",
+                          "the file has %lld",
+                          path, nm ? nm : "?",
                           (unsigned long long)(sh.sh_offset + sh.sh_size),
                           (long long)st.st_size);
             }
@@ -266,8 +270,8 @@ static int cmp_rawsym(const void *a, const void *b)
 }
 
 /* Function symbols of one symbol table whose address lies in our code. */
-static size_t read_symtab(elfbin *b, Elf *e, Elf_Scn *scn, rawsym **out,
-                          size_t *n, size_t *cap)
+static size_t read_symtab(elfbin *b, Elf *e, Elf_Scn *scn, rawsym **out, size_t *n,
+                          size_t *cap)
 {
     GElf_Shdr sh;
     if (!gelf_getshdr(scn, &sh) || sh.sh_entsize == 0)
@@ -281,8 +285,8 @@ static size_t read_symtab(elfbin *b, Elf *e, Elf_Scn *scn, rawsym **out,
         if (!gelf_getsym(d, (int)i, &sym))
             continue;
         int type = GELF_ST_TYPE(sym.st_info);
-        if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
-            sym.st_shndx == SHN_UNDEF || sym.st_value == 0)
+        if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
+            sym.st_value == 0)
             continue;
         size_t avail;
         if (!elfbin_code(b, sym.st_value, &avail))
@@ -361,13 +365,11 @@ static void find_debug_file(elfbin *b)
     int nc = 0;
     char hex[130];
     if (build_id(b->elf, hex, sizeof hex))
-        snprintf(cand[nc++], PATH_MAX, "%s/.build-id/%.2s/%s.debug", root, hex,
-                 hex + 2);
+        snprintf(cand[nc++], PATH_MAX, "%s/.build-id/%.2s/%s.debug", root, hex, hex + 2);
     Elf_Scn *dl = find_scn_named(b->elf, ".gnu_debuglink");
     Elf_Data *d = dl ? elf_getdata(dl, NULL) : NULL;
     char real[PATH_MAX];
-    if (d && d->d_size > 1 && memchr(d->d_buf, 0, d->d_size) &&
-        realpath(b->path, real)) {
+    if (d && d->d_size > 1 && memchr(d->d_buf, 0, d->d_size) && realpath(b->path, real)) {
         const char *link = d->d_buf;
         char *dir = dirname(real);
         snprintf(cand[nc++], PATH_MAX, "%s/.debug/%s", dir, link);
@@ -418,7 +420,8 @@ static size_t add_eh_frame_funcs(elfbin *b, rawsym **syms, size_t *n, size_t *ca
      * addresses as 4-byte values. */
     if (p[0] != 1 || (p[1] & 0x0f) != 0x0b || p[2] != 0x03 || p[3] != 0x3b) {
         msg_warn("%s: .eh_frame_hdr uses an unusual encoding; --eh-frame "
-                 "ignored", b->path);
+                 "ignored",
+                 b->path);
         return 0;
     }
     uint32_t count;
@@ -496,7 +499,8 @@ static int load_functions(elfbin *b, const elfbin_opts *o)
             if (!o->eh_frame)
                 msg_warn("%s has no .symtab (stripped): only its %zu exported "
                          "functions (.dynsym) are seen; --eh-frame adds the "
-                         "others, unnamed", b->path, got);
+                         "others, unnamed",
+                         b->path, got);
         }
     }
     qsort(syms, n, sizeof *syms, cmp_rawsym);
@@ -511,7 +515,8 @@ static int load_functions(elfbin *b, const elfbin_opts *o)
         msg_error("%s: no function symbols (stripped binary?): mote-stack "
                   "needs .symtab, .dynsym or a separate debug file; "
                   "--eh-frame analyses the functions of the unwind table, "
-                  "unnamed", b->path);
+                  "unnamed",
+                  b->path);
         free(syms);
         return EXIT_INPUT;
     }

@@ -36,13 +36,32 @@
 enum { RAX, RCX, RDX, RBX, RSP, RBP, RSI, RDI, R8, R9, R10, R11, RIP = 16 };
 enum { VISITS_MAX = 4, TBL_AGE_MAX = 10, MAX_RANGES = 8 };
 #define SEEN_NONE INT32_MIN
-#define SEEN_DYN (INT32_MIN + 1)
+#define SEEN_DYN  (INT32_MIN + 1)
 
 enum op {
-    OP_OTHER, OP_NOP, OP_PUSH, OP_POP, OP_SUB_IMM, OP_ADD_IMM, OP_SUB_REG,
-    OP_ADD_REG, OP_AND_IMM, OP_LEA, OP_MOV_REG, OP_MOV_IMM, OP_MOV_LOAD,
-    OP_CMP_REG, OP_CALL, OP_JMP, OP_JCC, OP_RET, OP_STOP, OP_LEAVE, OP_ENTER,
-    OP_PROBE_OR, OP_STORE,
+    OP_OTHER,
+    OP_NOP,
+    OP_PUSH,
+    OP_POP,
+    OP_SUB_IMM,
+    OP_ADD_IMM,
+    OP_SUB_REG,
+    OP_ADD_REG,
+    OP_AND_IMM,
+    OP_LEA,
+    OP_MOV_REG,
+    OP_MOV_IMM,
+    OP_MOV_LOAD,
+    OP_CMP_REG,
+    OP_CALL,
+    OP_JMP,
+    OP_JCC,
+    OP_RET,
+    OP_STOP,
+    OP_LEAVE,
+    OP_ENTER,
+    OP_PROBE_OR,
+    OP_STORE,
 };
 
 /* One decoded instruction, reduced to what matters for the stack. */
@@ -51,7 +70,7 @@ typedef struct insn {
     uint64_t target; /* branch target, or the address a rip-relative operand names */
     int64_t imm;
     int64_t disp;
-    int32_t seen; /* depth it was last analysed with */
+    int32_t seen;   /* depth it was last analysed with */
     uint16_t wmask; /* general registers written (other than by op) */
     uint8_t len, op, opsz, visits;
     int8_t r0, r1, mbase, mindex;
@@ -72,9 +91,9 @@ typedef struct state {
      * stacksave/stackrestore keep %rsp or a function pointer there. */
     int64_t slot_at[NSLOTS]; /* depth of the slot, 0 = free */
     rv slot_v[NSLOTS];
-    int8_t cmp; /* register the last instruction compared %rsp with */
+    int8_t cmp;       /* register the last instruction compared %rsp with */
     uint8_t page_sub; /* the last instruction was sub rsp,4096 */
-    uint8_t tbl_age; /* instructions since a table-indexed load */
+    uint8_t tbl_age;  /* instructions since a table-indexed load */
 } state;
 
 typedef struct range {
@@ -111,22 +130,74 @@ struct analyzer {
 static int8_t gpr(x86_reg r)
 {
     switch (r) {
-    case X86_REG_RAX: case X86_REG_EAX: case X86_REG_AX: case X86_REG_AL: case X86_REG_AH: return RAX;
-    case X86_REG_RCX: case X86_REG_ECX: case X86_REG_CX: case X86_REG_CL: case X86_REG_CH: return RCX;
-    case X86_REG_RDX: case X86_REG_EDX: case X86_REG_DX: case X86_REG_DL: case X86_REG_DH: return RDX;
-    case X86_REG_RBX: case X86_REG_EBX: case X86_REG_BX: case X86_REG_BL: case X86_REG_BH: return RBX;
-    case X86_REG_RSP: case X86_REG_ESP: case X86_REG_SP: case X86_REG_SPL: return RSP;
-    case X86_REG_RBP: case X86_REG_EBP: case X86_REG_BP: case X86_REG_BPL: return RBP;
-    case X86_REG_RSI: case X86_REG_ESI: case X86_REG_SI: case X86_REG_SIL: return RSI;
-    case X86_REG_RDI: case X86_REG_EDI: case X86_REG_DI: case X86_REG_DIL: return RDI;
-    case X86_REG_R8: case X86_REG_R8D: case X86_REG_R8W: case X86_REG_R8B: return R8;
-    case X86_REG_R9: case X86_REG_R9D: case X86_REG_R9W: case X86_REG_R9B: return R9;
-    case X86_REG_R10: case X86_REG_R10D: case X86_REG_R10W: case X86_REG_R10B: return R10;
-    case X86_REG_R11: case X86_REG_R11D: case X86_REG_R11W: case X86_REG_R11B: return R11;
-    case X86_REG_R12: case X86_REG_R12D: case X86_REG_R12W: case X86_REG_R12B: return 12;
-    case X86_REG_R13: case X86_REG_R13D: case X86_REG_R13W: case X86_REG_R13B: return 13;
-    case X86_REG_R14: case X86_REG_R14D: case X86_REG_R14W: case X86_REG_R14B: return 14;
-    case X86_REG_R15: case X86_REG_R15D: case X86_REG_R15W: case X86_REG_R15B: return 15;
+    case X86_REG_RAX:
+    case X86_REG_EAX:
+    case X86_REG_AX:
+    case X86_REG_AL:
+    case X86_REG_AH: return RAX;
+    case X86_REG_RCX:
+    case X86_REG_ECX:
+    case X86_REG_CX:
+    case X86_REG_CL:
+    case X86_REG_CH: return RCX;
+    case X86_REG_RDX:
+    case X86_REG_EDX:
+    case X86_REG_DX:
+    case X86_REG_DL:
+    case X86_REG_DH: return RDX;
+    case X86_REG_RBX:
+    case X86_REG_EBX:
+    case X86_REG_BX:
+    case X86_REG_BL:
+    case X86_REG_BH: return RBX;
+    case X86_REG_RSP:
+    case X86_REG_ESP:
+    case X86_REG_SP:
+    case X86_REG_SPL: return RSP;
+    case X86_REG_RBP:
+    case X86_REG_EBP:
+    case X86_REG_BP:
+    case X86_REG_BPL: return RBP;
+    case X86_REG_RSI:
+    case X86_REG_ESI:
+    case X86_REG_SI:
+    case X86_REG_SIL: return RSI;
+    case X86_REG_RDI:
+    case X86_REG_EDI:
+    case X86_REG_DI:
+    case X86_REG_DIL: return RDI;
+    case X86_REG_R8:
+    case X86_REG_R8D:
+    case X86_REG_R8W:
+    case X86_REG_R8B: return R8;
+    case X86_REG_R9:
+    case X86_REG_R9D:
+    case X86_REG_R9W:
+    case X86_REG_R9B: return R9;
+    case X86_REG_R10:
+    case X86_REG_R10D:
+    case X86_REG_R10W:
+    case X86_REG_R10B: return R10;
+    case X86_REG_R11:
+    case X86_REG_R11D:
+    case X86_REG_R11W:
+    case X86_REG_R11B: return R11;
+    case X86_REG_R12:
+    case X86_REG_R12D:
+    case X86_REG_R12W:
+    case X86_REG_R12B: return 12;
+    case X86_REG_R13:
+    case X86_REG_R13D:
+    case X86_REG_R13W:
+    case X86_REG_R13B: return 13;
+    case X86_REG_R14:
+    case X86_REG_R14D:
+    case X86_REG_R14W:
+    case X86_REG_R14B: return 14;
+    case X86_REG_R15:
+    case X86_REG_R15D:
+    case X86_REG_R15W:
+    case X86_REG_R15B: return 15;
     case X86_REG_RIP: return RIP;
     default: return -1;
     }
@@ -134,14 +205,36 @@ static int8_t gpr(x86_reg r)
 
 bool noreturn_name(const char *n)
 {
-    static const char *const names[] = {
-        "abort", "exit", "_exit", "_Exit", "quick_exit", "__assert_fail",
-        "__assert_perror_fail", "__stack_chk_fail", "__fortify_fail",
-        "__chk_fail", "longjmp", "siglongjmp", "_longjmp", "__longjmp_chk",
-        "pthread_exit", "__cxa_throw", "__cxa_rethrow", "__cxa_bad_cast",
-        "__cxa_bad_typeid", "__cxa_call_unexpected", "_Unwind_Resume",
-        "_ZSt9terminatev", "err", "errx", "verr", "verrx", "__libc_fatal",
-        "__stack_chk_fail_local", "error_at_line_noreturn", NULL};
+    static const char *const names[] = {"abort",
+                                        "exit",
+                                        "_exit",
+                                        "_Exit",
+                                        "quick_exit",
+                                        "__assert_fail",
+                                        "__assert_perror_fail",
+                                        "__stack_chk_fail",
+                                        "__fortify_fail",
+                                        "__chk_fail",
+                                        "longjmp",
+                                        "siglongjmp",
+                                        "_longjmp",
+                                        "__longjmp_chk",
+                                        "pthread_exit",
+                                        "__cxa_throw",
+                                        "__cxa_rethrow",
+                                        "__cxa_bad_cast",
+                                        "__cxa_bad_typeid",
+                                        "__cxa_call_unexpected",
+                                        "_Unwind_Resume",
+                                        "_ZSt9terminatev",
+                                        "err",
+                                        "errx",
+                                        "verr",
+                                        "verrx",
+                                        "__libc_fatal",
+                                        "__stack_chk_fail_local",
+                                        "error_at_line_noreturn",
+                                        NULL};
     for (int i = 0; names[i]; i++)
         if (strcmp(n, names[i]) == 0)
             return true;
@@ -222,15 +315,29 @@ static void reset_ranges(analyzer *a)
 static bool is_jcc(unsigned id)
 {
     switch (id) {
-    case X86_INS_JAE: case X86_INS_JA: case X86_INS_JBE: case X86_INS_JB:
-    case X86_INS_JCXZ: case X86_INS_JECXZ: case X86_INS_JE: case X86_INS_JGE:
-    case X86_INS_JG: case X86_INS_JLE: case X86_INS_JL: case X86_INS_JNE:
-    case X86_INS_JNO: case X86_INS_JNP: case X86_INS_JNS: case X86_INS_JO:
-    case X86_INS_JP: case X86_INS_JRCXZ: case X86_INS_JS: case X86_INS_LOOP:
-    case X86_INS_LOOPE: case X86_INS_LOOPNE:
-        return true;
-    default:
-        return false;
+    case X86_INS_JAE:
+    case X86_INS_JA:
+    case X86_INS_JBE:
+    case X86_INS_JB:
+    case X86_INS_JCXZ:
+    case X86_INS_JECXZ:
+    case X86_INS_JE:
+    case X86_INS_JGE:
+    case X86_INS_JG:
+    case X86_INS_JLE:
+    case X86_INS_JL:
+    case X86_INS_JNE:
+    case X86_INS_JNO:
+    case X86_INS_JNP:
+    case X86_INS_JNS:
+    case X86_INS_JO:
+    case X86_INS_JP:
+    case X86_INS_JRCXZ:
+    case X86_INS_JS:
+    case X86_INS_LOOP:
+    case X86_INS_LOOPE:
+    case X86_INS_LOOPNE: return true;
+    default: return false;
     }
 }
 
@@ -255,7 +362,8 @@ static void fill(insn *I, const cs_insn *c)
             I->disp = o->mem.disp;
             if (I->mbase == RIP)
                 I->target = c->address + c->size + o->mem.disp;
-            if (I->mindex >= 0 && I->mindex < 16 && (o->mem.scale == 4 || o->mem.scale == 8))
+            if (I->mindex >= 0 && I->mindex < 16 &&
+                (o->mem.scale == 4 || o->mem.scale == 8))
                 I->tbl_load = 1;
         } else if (o->type == X86_OP_REG && (o->access & CS_AC_WRITE)) {
             int8_t g = gpr(o->reg);
@@ -275,20 +383,27 @@ static void fill(insn *I, const cs_insn *c)
     }
     unsigned id = c->id;
     switch (id) {
-    case X86_INS_NOP: case X86_INS_ENDBR64: case X86_INS_FNOP:
+    case X86_INS_NOP:
+    case X86_INS_ENDBR64:
+    case X86_INS_FNOP:
         I->op = OP_NOP;
         I->has_mem = 0;
         I->tbl_load = 0;
         return;
-    case X86_INS_PUSH: case X86_INS_PUSHFQ: case X86_INS_PUSHF:
+    case X86_INS_PUSH:
+    case X86_INS_PUSHFQ:
+    case X86_INS_PUSHF:
         I->op = OP_PUSH;
         I->imm = (o0 && o0->size == 2) || id == X86_INS_PUSHF ? 2 : 8;
         return;
-    case X86_INS_POP: case X86_INS_POPFQ: case X86_INS_POPF:
+    case X86_INS_POP:
+    case X86_INS_POPFQ:
+    case X86_INS_POPF:
         I->op = OP_POP;
         I->imm = (o0 && o0->size == 2) || id == X86_INS_POPF ? 2 : 8;
         return;
-    case X86_INS_SUB: case X86_INS_ADD:
+    case X86_INS_SUB:
+    case X86_INS_ADD:
         if (r0reg && o1 && o1->type == X86_OP_IMM) {
             I->op = id == X86_INS_SUB ? OP_SUB_IMM : OP_ADD_IMM;
             I->imm = o1->imm;
@@ -316,7 +431,8 @@ static void fill(insn *I, const cs_insn *c)
             I->tbl_load = 0;
         }
         return;
-    case X86_INS_MOV: case X86_INS_MOVABS:
+    case X86_INS_MOV:
+    case X86_INS_MOVABS:
         if (r0reg && o1 && o1->type == X86_OP_REG) {
             I->op = OP_MOV_REG;
             I->r1 = gpr(o1->reg);
@@ -352,22 +468,20 @@ static void fill(insn *I, const cs_insn *c)
             I->target = (uint64_t)o0->imm;
         I->has_mem = 0;
         return;
-    case X86_INS_RET: case X86_INS_RETF: case X86_INS_RETFQ:
-        I->op = OP_RET;
-        return;
-    case X86_INS_UD2: case X86_INS_HLT: case X86_INS_INT3: case X86_INS_UD0:
-        I->op = OP_STOP;
-        return;
-    case X86_INS_LEAVE:
-        I->op = OP_LEAVE;
-        return;
+    case X86_INS_RET:
+    case X86_INS_RETF:
+    case X86_INS_RETFQ: I->op = OP_RET; return;
+    case X86_INS_UD2:
+    case X86_INS_HLT:
+    case X86_INS_INT3:
+    case X86_INS_UD0: I->op = OP_STOP; return;
+    case X86_INS_LEAVE: I->op = OP_LEAVE; return;
     case X86_INS_ENTER:
         I->op = OP_ENTER;
         I->imm = o0 ? o0->imm : 0;
         I->disp = o1 ? o1->imm : 0;
         return;
-    default:
-        break;
+    default: break;
     }
     if (is_jcc(id)) {
         I->op = OP_JCC;
@@ -500,10 +614,26 @@ static void tail_or_jump(analyzer *a, const insn *I, state *s, uint64_t t, bool 
     flag(a, FR_UNKNOWN, I->addr);
 }
 
-static rv rv_sp(int64_t d) { rv v = {d, K_SP}; return v; }
-static rv rv_const(int64_t c) { rv v = {c, K_CONST}; return v; }
-static rv rv_dyn(void) { rv v = {0, K_DYN}; return v; }
-static rv rv_unk(void) { rv v = {0, K_UNK}; return v; }
+static rv rv_sp(int64_t d)
+{
+    rv v = {d, K_SP};
+    return v;
+}
+static rv rv_const(int64_t c)
+{
+    rv v = {c, K_CONST};
+    return v;
+}
+static rv rv_dyn(void)
+{
+    rv v = {0, K_DYN};
+    return v;
+}
+static rv rv_unk(void)
+{
+    rv v = {0, K_UNK};
+    return v;
+}
 
 static void clobber_call(state *s)
 {
@@ -561,8 +691,8 @@ static void run_path(analyzer *a, uint64_t addr, state s)
         s.cmp = -1;
         uint8_t page_sub = s.page_sub;
         s.page_sub = I->op == OP_SUB_IMM && I->r0 == RSP && I->imm == 4096;
-        if (page_sub && I->has_mem && I->mbase == RSP && I->mindex < 0 &&
-            I->disp >= 0 && I->disp < 4096 && (I->op == OP_PROBE_OR || I->imm_store0))
+        if (page_sub && I->has_mem && I->mbase == RSP && I->mindex < 0 && I->disp >= 0 &&
+            I->disp < 4096 && (I->op == OP_PROBE_OR || I->imm_store0))
             flag(a, FR_PROBE, addr);
         s.tbl_age = I->tbl_load ? 0 : (uint8_t)(s.tbl_age < 255 ? s.tbl_age + 1 : 255);
 
@@ -584,8 +714,7 @@ static void run_path(analyzer *a, uint64_t addr, state s)
         int8_t r0 = I->r0, r1 = I->r1;
         bool go = true;
         switch (I->op) {
-        case OP_NOP:
-            break;
+        case OP_NOP: break;
         case OP_PUSH:
             if (sp->k == K_SP)
                 sp->v += I->imm;
@@ -728,9 +857,7 @@ static void run_path(analyzer *a, uint64_t addr, state s)
             else if (r1 == RSP && r0 >= 0 && r0 < 16)
                 s.cmp = r0;
             break;
-        case OP_PROBE_OR:
-            flag(a, FR_PROBE, addr);
-            break;
+        case OP_PROBE_OR: flag(a, FR_PROBE, addr); break;
         case OP_LEAVE: {
             rv fp = s.r[RBP];
             if (fp.k == K_SP) {
@@ -853,9 +980,7 @@ static void run_path(analyzer *a, uint64_t addr, state s)
             break;
         }
         case OP_RET:
-        case OP_STOP:
-            go = false;
-            break;
+        case OP_STOP: go = false; break;
         default: /* OP_OTHER */
             if (I->wmask & (1u << RSP)) {
                 flag(a, FR_UNKNOWN, addr);
@@ -923,7 +1048,8 @@ static void sweep_gaps(analyzer *a)
                 insn *I = &a->ins[idx];
                 if (I->op == OP_NOP || (I->op == OP_STOP && I->len == 1) ||
                     I->seen != SEEN_NONE) {
-                    memset(rg->cov + off, 1, I->len <= rg->hi - at ? I->len : rg->hi - at);
+                    memset(rg->cov + off, 1,
+                           I->len <= rg->hi - at ? I->len : rg->hi - at);
                     off += I->len;
                     continue;
                 }

@@ -51,12 +51,12 @@ enum frame_flags {
 };
 
 typedef struct frame {
-    int func;            /* index in elfbin.funcs */
-    int cold;            /* index of its .cold part, or -1 */
-    int32_t frame;       /* deepest %rsp, return address included */
-    int32_t depth;       /* deepest byte touched, red zone included */
-    int32_t redzone;     /* bytes used below %rsp */
-    int32_t align;       /* N of the largest and rsp,-N; 0 */
+    int func;        /* index in elfbin.funcs */
+    int cold;        /* index of its .cold part, or -1 */
+    int32_t frame;   /* deepest %rsp, return address included */
+    int32_t depth;   /* deepest byte touched, red zone included */
+    int32_t redzone; /* bytes used below %rsp */
+    int32_t align;   /* N of the largest and rsp,-N; 0 */
     uint32_t flags;
     uint32_t first_call, ncalls;
     uint32_t ninsns;

@@ -29,7 +29,8 @@ static char *trim(char *s)
     while (*s == ' ' || *s == '\t')
         s++;
     size_t n = strlen(s);
-    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
+    while (n &&
+           (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
         s[--n] = 0;
     return s;
 }
@@ -59,7 +60,8 @@ int hints_load(hints *h, const char *path)
             char *caller = trim(s);
             char *rest = arrow + 2;
             if (!*caller || strpbrk(caller, " \t,")) {
-                msg_error("%s:%d: expected \"caller -> target[, target...]\"", path, lineno);
+                msg_error("%s:%d: expected \"caller -> target[, target...]\"", path,
+                          lineno);
                 fclose(f);
                 return EXIT_INPUT;
             }
@@ -86,8 +88,9 @@ int hints_load(hints *h, const char *path)
             return EXIT_INPUT;
         }
         hint_size *z = isframe ? VEC_PUSH(h->frames, h->nframes, h->capframes)
-                       : isext ? VEC_PUSH(h->externs, h->nexterns, h->capexterns)
-                               : VEC_PUSH(h->recursions, h->nrecursions, h->caprecursions);
+                       : isext
+                           ? VEC_PUSH(h->externs, h->nexterns, h->capexterns)
+                           : VEC_PUSH(h->recursions, h->nrecursions, h->caprecursions);
         z->name = xstrdup(name);
         z->bytes = (int32_t)bytes;
         z->line = lineno;
@@ -237,9 +240,9 @@ typedef struct best {
 
 typedef struct dfs {
     int v;
-    uint32_t k;        /* next call site */
-    size_t h;          /* next hint edge for call site k-1 */
-    int32_t charge;    /* charge of the edge being followed */
+    uint32_t k;     /* next call site */
+    size_t h;       /* next hint edge for call site k-1 */
+    int32_t charge; /* charge of the edge being followed */
     uint64_t at;
     bool tail;
 } dfs;
@@ -469,7 +472,10 @@ static bool step(walk *k)
             return true;
         }
         k->flags[v] |= W_UNKNOWN;
-        add_issue(k, c->kind == CS_ICALL ? WI_ICALL : c->kind == CS_IJMP ? WI_IJMP : WI_BADJMP,
+        add_issue(k,
+                  c->kind == CS_ICALL  ? WI_ICALL
+                  : c->kind == CS_IJMP ? WI_IJMP
+                                       : WI_BADJMP,
                   v, c->at, NULL);
         return true;
     }

@@ -48,7 +48,7 @@ typedef struct spawn {
     const char *api; /* mote_go, mote_go_ex or mote_run */
     int target;      /* the spawned function, -1 when not found */
     uint64_t arg0;
-    bool known;      /* %rdi was a constant at the call */
+    bool known; /* %rdi was a constant at the call */
 } spawn;
 
 /* Every spawn call in the binary (analyses every function). */
@@ -57,8 +57,14 @@ size_t find_spawns(analyzer *a, elfbin *b, spawn **out);
 enum { W_CYCLE = 1, W_DYNAMIC = 2, W_UNKNOWN = 4 };
 
 enum {
-    WI_ICALL, WI_IJMP, WI_BADJMP, WI_EXTERN, WI_DYNAMIC, WI_UNDECODED,
-    WI_MIDDLE, WI_SWITCH,
+    WI_ICALL,
+    WI_IJMP,
+    WI_BADJMP,
+    WI_EXTERN,
+    WI_DYNAMIC,
+    WI_UNDECODED,
+    WI_MIDDLE,
+    WI_SWITCH,
 };
 
 typedef struct wstep {
@@ -96,7 +102,7 @@ typedef struct worst {
     wissue *issues;
     size_t nissues, capissues;
     size_t nreached;
-    size_t nbackedges;      /* recursive calls met (cycles recorded: <= 16) */
+    size_t nbackedges;       /* recursive calls met (cycles recorded: <= 16) */
     int64_t recursion_extra; /* added for cycles bounded by recursion hints */
     int64_t runtime, signal; /* reserves added for the recommendation */
     uint64_t stack_size;     /* recommended */

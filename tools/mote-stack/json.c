@@ -56,8 +56,16 @@ static void open_(jw *w, const char *k, char c)
 
 void jw_obj(jw *w, const char *k) { open_(w, k, '{'); }
 void jw_arr(jw *w, const char *k) { open_(w, k, '['); }
-void jw_end_obj(jw *w) { w->depth--; fputc('}', w->f); }
-void jw_end_arr(jw *w) { w->depth--; fputc(']', w->f); }
+void jw_end_obj(jw *w)
+{
+    w->depth--;
+    fputc('}', w->f);
+}
+void jw_end_arr(jw *w)
+{
+    w->depth--;
+    fputc(']', w->f);
+}
 
 void jw_str(jw *w, const char *k, const char *v)
 {
@@ -103,7 +111,8 @@ typedef struct rd {
 
 static void ws(rd *r)
 {
-    while (r->s < r->end && (*r->s == ' ' || *r->s == '\n' || *r->s == '\t' || *r->s == '\r'))
+    while (r->s < r->end &&
+           (*r->s == ' ' || *r->s == '\n' || *r->s == '\t' || *r->s == '\r'))
         r->s++;
 }
 
@@ -159,9 +168,12 @@ static char *parse_str(rd *r)
             for (int i = 0; i < 4; i++) {
                 char h = r->s < r->end ? *r->s++ : 0;
                 cp <<= 4;
-                if (h >= '0' && h <= '9') cp |= (unsigned)(h - '0');
-                else if (h >= 'a' && h <= 'f') cp |= (unsigned)(h - 'a' + 10);
-                else if (h >= 'A' && h <= 'F') cp |= (unsigned)(h - 'A' + 10);
+                if (h >= '0' && h <= '9')
+                    cp |= (unsigned)(h - '0');
+                else if (h >= 'a' && h <= 'f')
+                    cp |= (unsigned)(h - 'a' + 10);
+                else if (h >= 'A' && h <= 'F')
+                    cp |= (unsigned)(h - 'A' + 10);
                 else {
                     free(out);
                     fail(r, "bad \\u escape");
@@ -269,7 +281,11 @@ static jv *parse_val(rd *r)
         v->str = s;
         return v;
     }
-    static const struct { const char *w; int type; bool b; } words[] = {
+    static const struct {
+        const char *w;
+        int type;
+        bool b;
+    } words[] = {
         {"true", JV_BOOL, true}, {"false", JV_BOOL, false}, {"null", JV_NULL, false}};
     for (size_t i = 0; i < 3; i++) {
         size_t n = strlen(words[i].w);

@@ -18,7 +18,7 @@ typedef struct jw {
 } jw;
 
 void jw_init(jw *w, FILE *f);
-void jw_obj(jw *w, const char *key);  /* key NULL inside arrays / at top */
+void jw_obj(jw *w, const char *key); /* key NULL inside arrays / at top */
 void jw_end_obj(jw *w);
 void jw_arr(jw *w, const char *key);
 void jw_end_arr(jw *w);

@@ -34,19 +34,31 @@ static const char usage[] =
     "                         functions passed to mote_go/mote_go_ex/mote_run\n"
     "      --hints FILE       targets of indirect calls, bounds of dynamic frames\n"
     "      --no-signal        no reserve for a signal frame on the task stack\n"
-    "  traces BINARY [FILE]   sampled stacks (perf script or folded; stdin without FILE)\n"
+    "  traces BINARY [FILE]   sampled stacks (perf script or folded; stdin without "
+    "FILE)\n"
     "      --format perf|folded   (default: detected)   --top N\n"
     "  check BINARY REPORT    the runtime's measured depths against the static bounds\n"
     "      --hints FILE  --no-signal\n"
     "  calibrate              measure library calls, lazy binding and the signal\n"
-    "      -o FILE            frame on this machine; write a cost table (default stdout)\n"
+    "      -o FILE            frame on this machine; write a cost table (default "
+    "stdout)\n"
     "\n"
     "common: --json  machine-readable output;  --costs FILE  a cost table from\n"
     "        calibrate (default: built in);  --eh-frame  also analyse functions\n"
     "        without symbols, found from the unwind table (stripped binaries)\n";
 
-enum { O_JSON = 256, O_COSTS, O_EHFRAME, O_SORT, O_TOP, O_ENTRY, O_HINTS,
-       O_NOSIGNAL, O_FORMAT, O_VERSION };
+enum {
+    O_JSON = 256,
+    O_COSTS,
+    O_EHFRAME,
+    O_SORT,
+    O_TOP,
+    O_ENTRY,
+    O_HINTS,
+    O_NOSIGNAL,
+    O_FORMAT,
+    O_VERSION
+};
 
 static const struct option longopts[] = {
     {"json", no_argument, NULL, O_JSON},
@@ -100,10 +112,14 @@ static int parse(cli *c, int argc, char **argv)
         case 'o': c->output = optarg; break;
         case O_ENTRY: *VEC_PUSH(c->entries, c->nentries, c->capentries) = optarg; break;
         case O_SORT:
-            if (strcmp(optarg, "addr") == 0) c->sort = SORT_ADDR;
-            else if (strcmp(optarg, "frame") == 0) c->sort = SORT_FRAME;
-            else if (strcmp(optarg, "name") == 0) c->sort = SORT_NAME;
-            else return bad_usage("--sort takes addr, frame or name, not '%s'", optarg);
+            if (strcmp(optarg, "addr") == 0)
+                c->sort = SORT_ADDR;
+            else if (strcmp(optarg, "frame") == 0)
+                c->sort = SORT_FRAME;
+            else if (strcmp(optarg, "name") == 0)
+                c->sort = SORT_NAME;
+            else
+                return bad_usage("--sort takes addr, frame or name, not '%s'", optarg);
             break;
         case O_TOP: {
             char *end;
@@ -115,18 +131,16 @@ static int parse(cli *c, int argc, char **argv)
             break;
         }
         case O_FORMAT:
-            if (strcmp(optarg, "perf") == 0) c->format = TR_PERF;
-            else if (strcmp(optarg, "folded") == 0) c->format = TR_FOLDED;
-            else return bad_usage("--format takes perf or folded, not '%s'", optarg);
+            if (strcmp(optarg, "perf") == 0)
+                c->format = TR_PERF;
+            else if (strcmp(optarg, "folded") == 0)
+                c->format = TR_FOLDED;
+            else
+                return bad_usage("--format takes perf or folded, not '%s'", optarg);
             break;
-        case 'h':
-            fputs(usage, stdout);
-            exit(0);
-        case O_VERSION:
-            printf("mote-stack %s\n", MOTE_STACK_VERSION);
-            exit(0);
-        default:
-            return EXIT_USAGE;
+        case 'h': fputs(usage, stdout); exit(0);
+        case O_VERSION: printf("mote-stack %s\n", MOTE_STACK_VERSION); exit(0);
+        default: return EXIT_USAGE;
         }
     }
     for (int i = optind; i < argc; i++) {
@@ -168,7 +182,8 @@ static int find_main(elfbin *b, analyzer *a)
     const frame *f = frame_of(a, elfbin_func_at(b, b->entry));
     const callsite *cs = f ? frame_calls(a, f) : NULL;
     for (uint32_t k = 0; f && k < f->ncalls; k++)
-        if (cs[k].ext && strncmp(cs[k].ext, "__libc_start_main", 17) == 0 && cs[k].arg0_known)
+        if (cs[k].ext && strncmp(cs[k].ext, "__libc_start_main", 17) == 0 &&
+            cs[k].arg0_known)
             return elfbin_func_start(b, cs[k].arg0);
     return -1;
 }
@@ -213,7 +228,8 @@ static int cmd_worst(const cli *c, elfbin *b, analyzer *a, const costs *co,
         }
         if (!r.nspawns) {
             msg_error("%s: no calls to mote_go, mote_go_ex or mote_run found; "
-                      "name the entries with --entry FN", b->path);
+                      "name the entries with --entry FN",
+                      b->path);
             free(entries);
             return EXIT_INPUT;
         }
@@ -280,7 +296,9 @@ int main(int argc, char **argv)
     if (!frames && !worst && !tr && !check)
         return bad_usage("unknown command '%s'", c.cmd);
     if ((r = need_args(&c, check ? 2 : 1, check || tr ? 2 : 1,
-                       check ? "BINARY REPORT" : tr ? "BINARY [FILE]" : "BINARY")))
+                       check ? "BINARY REPORT"
+                       : tr  ? "BINARY [FILE]"
+                             : "BINARY")))
         return r;
     if (c.nentries && !worst)
         return bad_usage("--entry belongs to worst, not %s", c.cmd);

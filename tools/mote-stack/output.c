@@ -10,8 +10,8 @@
 #include <string.h>
 
 static const char *const flag_names[] = {
-    "dynamic", "probe", "leaf", "redzone", "unknown", "switch",
-    "align", "indirect", "cold", "gaps",
+    "dynamic", "probe", "leaf",     "redzone", "unknown",
+    "switch",  "align", "indirect", "cold",    "gaps",
 };
 
 void flags_text(uint32_t flags, char *buf, size_t n)
@@ -152,8 +152,8 @@ void print_frames(FILE *out, elfbin *b, analyzer *a, const out_opts *o)
                 ncold ? ", .cold parts counted with their functions" : "");
         fprintf(out, "bytes from the caller's %%rsp, return address included; "
                      "depth adds the red zone\n");
-        fprintf(out, "%8s %8s  %-22s %-24s %s\n", "frame", "depth", "flags",
-                "source", "function");
+        fprintf(out, "%8s %8s  %-22s %-24s %s\n", "frame", "depth", "flags", "source",
+                "function");
         for (size_t i = 0; i < show; i++) {
             const frame *f = v[i];
             const mfunc *m = &b->funcs[f->func];
@@ -222,17 +222,16 @@ static void print_worst_text(FILE *out, elfbin *b, const worst_report *r, const 
     for (size_t i = 0; i < w->npath; i++) {
         const wstep *s = &w->path[i];
         if (s->func < 0) {
-            fprintf(out, "  %8d %8lld %8s  %s (library, from the cost table%s)\n", s->charge,
-                    (long long)s->cum, "-", s->ext,
+            fprintf(out, "  %8d %8lld %8s  %s (library, from the cost table%s)\n",
+                    s->charge, (long long)s->cum, "-", s->ext,
                     b->dynamic && !b->bind_now ? ", lazy binding included" : "");
             continue;
         }
         char fsrc[256];
         src_text(b, b->funcs[s->func].addr, fsrc, sizeof fsrc);
-        fprintf(out, "  %8d %8lld %8d  %s%s%s%s%s\n", s->charge, (long long)s->cum, s->frame,
-                b->funcs[s->func].name, *fsrc ? "  " : "", fsrc,
-                i + 1 < w->npath && s->tail ? "  (tail call)" : "",
-                "");
+        fprintf(out, "  %8d %8lld %8d  %s%s%s%s%s\n", s->charge, (long long)s->cum,
+                s->frame, b->funcs[s->func].name, *fsrc ? "  " : "", fsrc,
+                i + 1 < w->npath && s->tail ? "  (tail call)" : "", "");
     }
     for (size_t i = 0; i < w->ncycles; i++) {
         const wcycle *c = &w->cycles[i];
@@ -260,8 +259,8 @@ static void print_worst_text(FILE *out, elfbin *b, const worst_report *r, const 
     int64_t total = w->bound + w->runtime + w->signal;
     size_text(w->stack_size, ss, sizeof ss);
     fprintf(out, "  reserves: runtime %lld, signal %lld (frame %d + red zone %d)\n",
-            (long long)w->runtime, (long long)w->signal,
-            w->signal ? r->c->sigframe : 0, w->signal ? r->c->redzone : 0);
+            (long long)w->runtime, (long long)w->signal, w->signal ? r->c->sigframe : 0,
+            w->signal ? r->c->redzone : 0);
     fprintf(out, "  recommended stack_size: %s (%lld bytes needed%s)\n\n", ss,
             (long long)total, complete ? "" : ", a lower bound");
 }
@@ -372,8 +371,9 @@ void print_worst(FILE *out, elfbin *b, analyzer *a, const worst_report *r,
         return;
     }
     if (r->from_spawns)
-        fprintf(out, "%s: %zu task entr%s found from %zu spawn call%s "
-                     "(mote_go/mote_go_ex/mote_run)\n\n",
+        fprintf(out,
+                "%s: %zu task entr%s found from %zu spawn call%s "
+                "(mote_go/mote_go_ex/mote_run)\n\n",
                 b->path, r->n, r->n == 1 ? "y" : "ies", r->nspawns,
                 r->nspawns == 1 ? "" : "s");
     for (size_t i = 0; i < r->n; i++)
@@ -387,8 +387,9 @@ void print_worst(FILE *out, elfbin *b, analyzer *a, const worst_report *r,
                     fname(b, s->caller), (unsigned long long)s->at, s->api,
                     (unsigned long long)s->arg0);
         else
-            fprintf(out, "spawn in %s at 0x%llx (%s): the function is not a constant "
-                         "there; name it with --entry\n",
+            fprintf(out,
+                    "spawn in %s at 0x%llx (%s): the function is not a constant "
+                    "there; name it with --entry\n",
                     fname(b, s->caller), (unsigned long long)s->at, s->api);
     }
 }
@@ -492,7 +493,8 @@ void print_traces(FILE *out, elfbin *b, const traces *t, const out_opts *o)
         fputc('\n', out);
     }
     fprintf(out, "\nframes that cost the most (frame bytes x samples on the stack):\n");
-    fprintf(out, "  %6s %8s %8s %8s  %s\n", "share", "frame", "samples", "deepest", "function");
+    fprintf(out, "  %6s %8s %8s %8s  %s\n", "share", "frame", "samples", "deepest",
+            "function");
     for (size_t i = 0; i < t->nfn && i < (o->top ? o->top : 20); i++) {
         const tr_func *f = &t->fn[i];
         fprintf(out, "  %5.1f%% %8d %8llu %8lld  %s\n",
@@ -581,22 +583,26 @@ void print_check(FILE *out, const check_result *r, const costs *c, const out_opt
         size_text(row->recommended, rec, sizeof rec);
         size_text((uint64_t)row->stack_size, ss, sizeof ss);
         if (row->verdict == CK_VIOLATION)
-            fprintf(out, "error: %s went %lld bytes deep, deeper than its complete static "
-                         "bound of %lld: an analysis bug, please report it\n",
+            fprintf(out,
+                    "error: %s went %lld bytes deep, deeper than its complete static "
+                    "bound of %lld: an analysis bug, please report it\n",
                     row->name, row->max_depth, (long long)row->w.bound);
         else if (row->verdict == CK_EXPLAINED)
-            fprintf(out, "note: %s went %lld bytes deep, beyond the %lld bytes the static "
-                         "analysis could bound; its unknowns (worst --entry %s) explain it\n",
+            fprintf(out,
+                    "note: %s went %lld bytes deep, beyond the %lld bytes the static "
+                    "analysis could bound; its unknowns (worst --entry %s) explain it\n",
                     row->name, row->max_depth, (long long)row->w.bound, row->name);
         else if (row->verdict == CK_SKIPPED)
             fprintf(out, "note: %s skipped: %s\n", row->name, row->why ? row->why : "?");
         if (row->size_verdict == CK_OVERSIZED)
-            fprintf(out, "warning: %s reserves %s per task, more than 4x both its measured "
-                         "depth and its bound: stack_size %s is enough\n",
+            fprintf(out,
+                    "warning: %s reserves %s per task, more than 4x both its measured "
+                    "depth and its bound: stack_size %s is enough\n",
                     row->name, ss, rec);
         else if (row->size_verdict == CK_UNDERSIZED)
-            fprintf(out, "warning: %s reserves %s per task, less than its bound plus "
-                         "reserves: it may overflow; use %s\n",
+            fprintf(out,
+                    "warning: %s reserves %s per task, less than its bound plus "
+                    "reserves: it may overflow; use %s\n",
                     row->name, ss, rec);
     }
     fprintf(out, "%d violation%s, %d warning%s\n", r->violations,

@@ -36,8 +36,7 @@ typedef struct worst_report {
 void print_worst(FILE *f, elfbin *b, analyzer *a, const worst_report *r,
                  const out_opts *o);
 void print_traces(FILE *f, elfbin *b, const traces *t, const out_opts *o);
-void print_check(FILE *f, const check_result *r, const costs *c,
-                 const out_opts *o);
+void print_check(FILE *f, const check_result *r, const costs *c, const out_opts *o);
 void flags_text(uint32_t flags, char *buf, size_t n);
 
 #endif

@@ -40,7 +40,8 @@ static void add_stack(traces *t, agg *g, tr_frame *f, size_t n, uint64_t weight)
         len += strlen(f[i].name) + 24;
     char *key = xmalloc(len), *p = key;
     for (size_t i = 0; i < n; i++)
-        p += sprintf(p, "%s+%llx;", f[i].name, f[i].has_off ? (unsigned long long)f[i].off : ~0ull);
+        p += sprintf(p, "%s+%llx;", f[i].name,
+                     f[i].has_off ? (unsigned long long)f[i].off : ~0ull);
     int k = strmap_get(&g->idx, key, strlen(key));
     if (k >= 0) {
         t->st[k].weight += weight;
@@ -165,7 +166,8 @@ static int read_folded(traces *t, agg *g, FILE *in, const char *name)
             size_t len = strlen(tok);
             if (len > 4 && strcmp(tok + len - 4, "_[k]") == 0)
                 continue; /* kernel frame */
-            if (len > 4 && tok[len - 4] == '_' && tok[len - 3] == '[' && tok[len - 1] == ']')
+            if (len > 4 && tok[len - 4] == '_' && tok[len - 3] == '[' &&
+                tok[len - 1] == ']')
                 len -= 4; /* perf's _[j] / _[i] annotations */
             tr_frame *fr = VEC_PUSH(f, n, fcap);
             memset(fr, 0, sizeof *fr);

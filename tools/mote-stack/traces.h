@@ -39,7 +39,7 @@ typedef struct tr_func {
     uint64_t samples;      /* samples with it on the stack */
     uint64_t byte_samples; /* its charges times samples */
     int32_t frame;
-    int64_t deepest;       /* deepest stack it was on */
+    int64_t deepest; /* deepest stack it was on */
 } tr_func;
 
 typedef struct traces {

@@ -40,10 +40,7 @@ void *xrealloc(void *p, size_t n)
     return p;
 }
 
-char *xstrdup(const char *s)
-{
-    return xstrndup(s, strlen(s));
-}
+char *xstrdup(const char *s) { return xstrndup(s, strlen(s)); }
 
 char *xstrndup(const char *s, size_t n)
 {

@@ -28,7 +28,7 @@ char *xstrndup(const char *s, size_t n);
 
 /* Grows *arr (element size sz) so that index need-1 is valid. */
 void vec_reserve(void *arr, size_t *cap, size_t need, size_t sz);
-#define VEC_PUSH(arr, n, cap)                                                  \
+#define VEC_PUSH(arr, n, cap) \
     (vec_reserve(&(arr), &(cap), (n) + 1, sizeof *(arr)), &(arr)[(n)++])
 
 void msg_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -41,7 +41,7 @@ typedef struct strmap {
     int *vals;
     size_t cap, n;
 } strmap;
-void strmap_put(strmap *m, const char *key, int val); /* keeps the first */
+void strmap_put(strmap *m, const char *key, int val);            /* keeps the first */
 int strmap_get(const strmap *m, const char *key, size_t keylen); /* -1 */
 void strmap_free(strmap *m);
 
