@@ -80,6 +80,13 @@ static void defined(set *s, const char *nm_args, const char *path)
     CHECK_EQ(pclose(p), 0);
 }
 
+static void set_free(set *s)
+{
+    for (int i = 0; i < s->n; i++)
+        free(s->name[i]);
+    s->n = 0;
+}
+
 static void expect_same(const set *want, const set *got, const char *what)
 {
     int bad = 0;
@@ -104,6 +111,8 @@ TEST(static_library_defines_only_the_api)
     CHECK(api.n > 40);
     defined(&got, "-g", MOTE_LIB_A);
     expect_same(&api, &got, "libmote.a");
+    set_free(&api);
+    set_free(&got);
 }
 
 TEST(shared_library_exports_only_the_api)
@@ -112,6 +121,8 @@ TEST(shared_library_exports_only_the_api)
     header_api(&api);
     defined(&got, "-D", MOTE_LIB_SO);
     expect_same(&api, &got, "libmote.so");
+    set_free(&api);
+    set_free(&got);
 }
 
 TEST(malloc_library_exports_only_the_allocation_api)
@@ -151,6 +162,8 @@ TEST(malloc_library_exports_only_the_allocation_api)
             CHECK(0);
         }
     CHECK(has(&got, "malloc") && has(&got, "free") && has(&got, "__libc_malloc"));
+    set_free(&want);
+    set_free(&got);
 }
 
 TEST_MAIN()
