@@ -71,8 +71,14 @@ TEST_TASK(depths_are_measured_per_entry_function)
         CHECK_EQ(mote_go(deep12k, NULL), 0);
     }
     CHECK_EQ(mote_go(parks_after_6k, NULL), 0);
-    /* let everything run, and the parked task be trimmed (which measures it) */
-    mote_sleep(200 * MS);
+    /* let everything run (main and the parked one stay), and the parked
+     * task be trimmed, which measures it */
+    uint64_t live = 0;
+    do {
+        mote_sleep(10 * MS);
+        CHECK_EQ(mote_metric("/tasks/live:tasks", &live), 0);
+    } while (live > 2);
+    mote_sleep(50 * MS);
     mote_mem_release();
     mote_sleep(20 * MS);
     report_to();
