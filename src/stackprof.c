@@ -133,9 +133,10 @@ int mote_stack_report(int fd)
     if (fd < 0)
         return -EBADF;
     static stackprof all; /* under stackprof_lock */
+    /* Lock order: ext_lock, then stackprof_lock (teardown folds so). */
+    pthread_rwlock_rdlock(&rt.ext_lock);
     pthread_mutex_lock(&stackprof_lock);
     memcpy(&all, &stackprof_done, sizeof all);
-    pthread_rwlock_rdlock(&rt.ext_lock);
     worker *ws = LOAD(&rt.w, ACQUIRE);
     for (int i = 0; ws && i < rt.nworkers; i++)
         stackprof_merge(&all, &ws[i].stackprof);
