@@ -234,22 +234,65 @@ MOTE_API int mote_cond_signal(mote_cond *c);
 MOTE_API int mote_cond_broadcast(mote_cond *c);
 
 /* ---- I/O: the netpoller and the blocking-call pool ----------------------
- * Every call parks the calling task, never its worker.  timeout_ns < 0
- * waits forever, 0 never waits.  Failures are a negative errno; -ETIMEDOUT
- * when the timeout passes; -EPERM outside a task (except mote_listen_tcp
- * and mote_close, which work anywhere). */
+ * Every call parks the calling task, never its worker: a descriptor is
+ * registered (edge-triggered) with the runtime's epoll instance on first
+ * use and made non-blocking; descriptors mote creates are already
+ * O_NONBLOCK|O_CLOEXEC.  Regular files, which epoll refuses, are read and
+ * written on the blocking pool, so no worker waits for a disk either.
+ * timeout_ns < 0 waits forever, 0 never waits (-ETIMEDOUT at once when the
+ * call would wait).  Common results: -ETIMEDOUT; -ECANCELED (another task
+ * called mote_close on the descriptor meanwhile); -EBADF (fd < 0, not
+ * open); -EPERM outside a task (except mote_listen_tcp and mote_close,
+ * which work anywhere); any -errno of the underlying system call.
+ * A descriptor used with these calls must be closed with mote_close (its
+ * number may then be reused safely: a waiter or event of the old one never
+ * reaches the new one). */
 
 enum { MOTE_READABLE = 1, MOTE_WRITABLE = 2 };
+/* Waits until fd is readable and/or writable (events: MOTE_READABLE |
+ * MOTE_WRITABLE, also true at end of file, hang-up or error): which of them,
+ * as a mask; -EINVAL for another events value.  Any descriptor epoll
+ * accepts (sockets, pipes, eventfds, ttys...); a regular file is always
+ * ready. */
 MOTE_API int mote_wait_fd(int fd, int events, int64_t timeout_ns);
+/* Reads up to n bytes: the count (> 0), 0 at end of file, or -errno
+ * (-ECONNRESET, -EFAULT for buf NULL with n > 0, ...). */
 MOTE_API ssize_t mote_read(int fd, void *buf, size_t n, int64_t timeout_ns);
+/* Writes all n bytes unless an error or the timeout stops it: n, or the
+ * count written before that if any, else -errno.  A write to a closed peer
+ * is -EPIPE and never raises SIGPIPE (sockets and pipes alike). */
 MOTE_API ssize_t mote_write(int fd, const void *buf, size_t n, int64_t timeout_ns);
+/* Accepts a connection on listening socket lfd: the new descriptor
+ * (O_NONBLOCK|O_CLOEXEC), or -errno (-EMFILE when out of descriptors: the
+ * connection stays queued, try again later; -EFAULT for addr without
+ * addrlen). */
 MOTE_API int mote_accept(int lfd, struct sockaddr *addr, socklen_t *addrlen,
                          int64_t timeout_ns);
+/* Connects socket fd (made non-blocking) to addr: 0 or -errno
+ * (-ECONNREFUSED, -ETIMEDOUT ...). */
 MOTE_API int mote_connect(int fd, const struct sockaddr *addr, socklen_t len,
                           int64_t timeout_ns);
+/* A TCP listener on addr: "127.0.0.1:8080", "[::1]:0", "localhost:8080", or
+ * ":80" (every address, IPv4 and IPv6); port 0 picks a free one.  backlog
+ * <= 0 means SOMAXCONN.  SO_REUSEADDR and TCP_NODELAY (which accepted
+ * connections inherit) are set.  The descriptor, or -EINVAL (a malformed
+ * address), -ENOENT (no such host), -EADDRINUSE and other -errno.  Host
+ * names are resolved on the blocking pool when called from a task. */
 MOTE_API int mote_listen_tcp(const char *addr, int backlog);
+/* Connects to addr ("host:port", "[v6]:port"), trying each address the
+ * name resolves to (resolution runs on the blocking pool) until one
+ * answers, within timeout_ns in all: the descriptor (TCP_NODELAY set), or
+ * -EINVAL, -ENOENT, -ECONNREFUSED, -ETIMEDOUT and other -errno. */
 MOTE_API int mote_dial_tcp(const char *addr, int64_t timeout_ns);
+/* Wakes every task waiting on fd with -ECANCELED, forgets fd, then closes
+ * it: 0 or -errno of close(2) (-EBADF). */
 MOTE_API int mote_close(int fd);
+/* Runs fn(arg) on a thread of the blocking pool while the task parks (the
+ * pool grows on demand up to MOTE_BLOCKING_THREADS, shrinks when idle; at
+ * the cap calls queue).  Returns fn's result with fn's errno carried back;
+ * -EPERM outside a task and -EINVAL for fn NULL (fn is then not called).
+ * With no memory for the request, fn runs on the calling worker.  A call
+ * still running when its run ends finishes on its own; its task is gone. */
 MOTE_API intptr_t mote_offload(intptr_t (*fn)(void *arg), void *arg);
 
 /* ---- diagnostics --------------------------------------------------------- */

@@ -12,6 +12,8 @@
 #include <sched.h>
 #include <stdbool.h>
 
+#include "atomic.h"
+
 static inline void spin_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -21,13 +23,12 @@ static inline void spin_relax(void)
 
 static inline bool spin_trylock(int *l)
 {
-    return __atomic_load_n(l, __ATOMIC_RELAXED) == 0 &&
-           __atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE) == 0;
+    return LOAD(l, RELAXED) == 0 && XCHG(l, 1, ACQUIRE) == 0;
 }
 
 static inline void spin_lock(int *l)
 {
-    if (__builtin_expect(__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE) == 0, 1))
+    if (__builtin_expect(XCHG(l, 1, ACQUIRE) == 0, 1))
         return;
     for (unsigned n = 0;; n++) {
         if (spin_trylock(l))
@@ -39,6 +40,6 @@ static inline void spin_lock(int *l)
     }
 }
 
-static inline void spin_unlock(int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
+static inline void spin_unlock(int *l) { STORE(l, 0, RELEASE); }
 
 #endif /* MOTE_SPIN_H */
