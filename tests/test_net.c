@@ -12,6 +12,7 @@
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -523,6 +524,72 @@ TEST(an_accept_storm)
     setenv("MOTE_WORKERS", "2", 1);
     echo_many(TEST_SCALE(3000, 5));
     unsetenv("MOTE_WORKERS");
+}
+
+/* CPU seconds the process pid has used (utime + stime). */
+static double cpu_of(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    CHECK(p != NULL);
+    unsigned long ut = 0, st = 0;
+    /* fields after the name: state, then 10 more, then utime and stime */
+    CHECK(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+                 &st) == 2);
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static int idle_conns;
+static void open_idle_conns(void *arg)
+{
+    pid_t server = (pid_t)(intptr_t)arg;
+    int *fds = malloc(sizeof(int) * (size_t)idle_conns);
+    CHECK(fds != NULL);
+    for (int i = 0; i < idle_conns; i++) {
+        fds[i] = mote_dial_tcp(echo_addr, 20000 * MS);
+        CHECK(fds[i] >= 0);
+    }
+    /* one round trip on the last: the server has accepted them all */
+    char c = 'x';
+    CHECK_EQ(mote_write(fds[idle_conns - 1], &c, 1, -1), 1);
+    CHECK_EQ(mote_read(fds[idle_conns - 1], &c, 1, 20000 * MS), 1);
+    mote_sleep(500 * MS); /* trims and the monitor settle */
+    double c0 = cpu_of(server);
+    mote_sleep(1000 * MS);
+    double used = cpu_of(server) - c0;
+    printf("server CPU over 1 s with %d idle connections: %.3f s\n", idle_conns, used);
+    CHECK(used < 0.05);
+    for (int i = 0; i < idle_conns; i++)
+        mote_close(fds[i]);
+    free(fds);
+}
+
+TEST(an_idle_server_uses_no_cpu)
+{
+    idle_conns = conns_wanted(TEST_SCALE(8000, 10));
+    echo_lfd = mote_listen_tcp("127.0.0.1:0", 4096);
+    CHECK(echo_lfd >= 0);
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    CHECK_EQ(getsockname(echo_lfd, (struct sockaddr *)&sa, &sl), 0);
+    snprintf(echo_addr, sizeof echo_addr, "127.0.0.1:%d", ntohs(sa.sin_port));
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        mote_run(echo_server, NULL);
+        _exit(0);
+    }
+    close(echo_lfd);
+    CHECK_EQ(mote_run(open_idle_conns, (void *)(intptr_t)pid), 0);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
 }
 
 TEST_SETUP { unsetenv("MOTE_WORKERS"); }
