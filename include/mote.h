@@ -253,7 +253,9 @@ enum { MOTE_READABLE = 1, MOTE_WRITABLE = 2 };
  * MOTE_WRITABLE, also true at end of file, hang-up or error): which of them,
  * as a mask; -EINVAL for another events value.  Any descriptor epoll
  * accepts (sockets, pipes, eventfds, ttys...); a regular file is always
- * ready. */
+ * ready.  As with poll(2), a wake-up may rarely be spurious (data that
+ * arrived was taken by someone else): the read that follows then finds
+ * nothing. */
 MOTE_API int mote_wait_fd(int fd, int events, int64_t timeout_ns);
 /* Reads up to n bytes: the count (> 0), 0 at end of file, or -errno
  * (-ECONNRESET, -EFAULT for buf NULL with n > 0, ...). */

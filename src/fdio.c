@@ -58,6 +58,16 @@ int mote_wait_fd(int fd, int events, int64_t timeout_ns)
         if (!maybe) {
             if ((r = mote__netpoll_wait(fd, pd, dirs, deadline)))
                 return r;
+            /* Woken by an edge: trust it, as poll(2) is trusted (the rare
+             * stale edge is a spurious wake-up, which callers of poll-like
+             * calls handle: the next read says EAGAIN / times out at 0). */
+            int got = 0;
+            if ((events & MOTE_READABLE) && LOAD(&pd->ready[PD_READ], ACQUIRE))
+                got |= MOTE_READABLE;
+            if ((events & MOTE_WRITABLE) && LOAD(&pd->ready[PD_WRITE], ACQUIRE))
+                got |= MOTE_WRITABLE;
+            if (got)
+                return got;
         }
         /* Consume the readiness flags, then ask the kernel for the truth:
          * an edge after the question sets a flag again, and the wait below

@@ -330,7 +330,7 @@ static void sched_stop_all(void)
 static void sched_idle(worker *w)
 {
     bool polling = mote__netpoll_active();
-    if (polling) {
+    if (polling && rt.nworkers > 1) { /* a lone worker blocks in epoll below */
         w->last_poll = mote__os_now_ns();
         if (mote__netpoll_poll(w, 0) > 0 && (w->rq_head || LOAD(&w->inbox, RELAXED)))
             return;
