@@ -335,12 +335,17 @@ static void sched_idle(worker *w)
         if (mote__netpoll_poll(w, 0) > 0 && (w->rq_head || LOAD(&w->inbox, RELAXED)))
             return;
     }
-    /* Spinning catches wake-ups from other workers; a lone worker has none
-     * to wait for (its I/O comes through the poll). */
-    int rounds = rt.nworkers > 1 ? SCHED_SPIN_ROUNDS : 0;
+    /* Spinning catches wake-ups already on their way: from other workers,
+     * and (looking at the poller every few rounds) the next request of a
+     * busy connection, which would otherwise cost a sleep and a wake-up in
+     * the kernel (measured: a lone worker serving 50 connections idled 75%
+     * of the time in epoll, and its latency was the wake-ups'). */
+    int rounds = rt.nworkers > 1 || polling ? SCHED_SPIN_ROUNDS : 0;
     FETCH_ADD(&rt.nspinning, 1, SEQ_CST);
     for (int i = 0; i < rounds; i++) {
-        if (sched_has_work(w)) {
+        if (sched_has_work(w) ||
+            (polling && !(i & 7) && mote__netpoll_poll(w, 0) > 0 &&
+             (w->rq_head || LOAD(&w->inbox, RELAXED)))) {
             FETCH_SUB(&rt.nspinning, 1, SEQ_CST);
             return;
         }

@@ -61,6 +61,7 @@ struct task { /* ordered to pack: 160 bytes in a plain build */
     int8_t hw_bucket; /* last measured high water, -1 unknown */
     bool io_woken;    /* readied by the netpoller: parked_at is then
                                when (wake-up latency metric) */
+    uint8_t trim_shift; /* its trim delay is the base << this (trim.c) */
     sanfiber_ctx san; /* sanitizer and valgrind stack state */
 };
 

@@ -19,6 +19,9 @@
 #include "task.h"
 
 #define TRIM_LAZY_DELAY   (20 * 1000000LL)   /* ns parked before a trim */
+/* A task that keeps going deep again after its trims waits longer before
+ * the next: up to the base << TRIM_MAX_SHIFT (1.28 s lazily). */
+#define TRIM_MAX_SHIFT 6
 #define TRIM_DECAY_PERIOD (1000 * 1000000LL) /* pool decay */
 #define TRIM_SCAN_MAX     4096               /* candidates looked at per call */
 #define TRIM_SAMPLE_EVERY 256
@@ -76,8 +79,9 @@ void mote__trim_on_park(trim_state *s, task *t)
         list_push_back(&s->parked, &t->trim_link);
         t->trim_queued = true;
         s->n++;
-        if (s->next > s->clock + s->delay)
-            s->next = s->clock + s->delay;
+        int64_t delay = s->delay << t->trim_shift;
+        if (s->next > s->clock + delay)
+            s->next = s->clock + delay;
     }
 }
 
@@ -95,6 +99,19 @@ static void trim_measure(trim_state *s, task *t, uintptr_t low)
         p++;
     if (p < end)
         mote__stackprof_depth(s->prof, t->fn, top - (uintptr_t)p);
+}
+
+/* Adapts t's trim delay: pages found again below its stack pointer mean it
+ * went deep since its last trim, and would fault them back after this one
+ * too (measured: a busy server's tasks paid a page fault or two per request
+ * when trimmed between requests): wait longer next time.  Nothing found
+ * means trims of it are free: come back toward the base delay. */
+static void trim_backoff(task *t, size_t released)
+{
+    if (released && t->trim_shift < TRIM_MAX_SHIFT)
+        t->trim_shift++;
+    else if (!released && t->trim_shift)
+        t->trim_shift--;
 }
 
 static uintptr_t trim_keep(const task *t)
@@ -119,6 +136,7 @@ static void trim_apply(trim_state *s, task *t, const unsigned char *vec)
         trim_measure(s, t, low);
     mote__pagebatch_add(&s->pages, low, keep, n);
     trim_set_bucket(s, t, trim_bucket(stack_top(&t->stack) - low));
+    trim_backoff(t, n);
 }
 
 /* Trims one parked task down to the page holding its saved stack pointer. */
@@ -135,6 +153,7 @@ static void trim_task(trim_state *s, task *t)
     }
     mote__pagebatch_add(&s->pages, low, keep, n);
     trim_set_bucket(s, t, trim_bucket(stack_top(&t->stack) - low));
+    trim_backoff(t, n);
 }
 
 static int trim_by_addr(const void *a, const void *b)
@@ -228,13 +247,14 @@ void mote__trim_run(trim_state *s, stack_cache *cache, task *current, int64_t no
         return;
     }
     int64_t next = INT64_MAX;
-    int64_t delay = force ? 0 : s->delay;
+    int64_t base = force ? 0 : s->delay;
     uint32_t budget = force ? UINT32_MAX : TRIM_SCAN_MAX;
     list_node *l = s->parked.head;
     size_t nready = 0;
     while (l && budget--) {
         list_node *nx = l->next;
         task *t = list_entry(l, task, trim_link);
+        int64_t delay = base << t->trim_shift;
         if (t == current) { /* it is executing this very call: later */
             if (now + delay < next)
                 next = now + delay;
@@ -257,8 +277,8 @@ void mote__trim_run(trim_state *s, stack_cache *cache, task *current, int64_t no
         l = nx;
     }
     trim_ready(s, nready);
-    if (l && next > now + delay)
-        next = now + delay; /* budget ran out: come back soon */
+    if (l && next > now + base)
+        next = now + base; /* budget ran out: come back soon */
     mote__pagebatch_flush(&s->pages);
     if (force || now >= s->next_decay) {
         mote__stack_pool_decay(cache, &s->pages, force ? OS_PAGE : s->pool_depth, force);
