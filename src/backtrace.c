@@ -1,46 +1,62 @@
 /*
  * backtrace.c - frame-pointer walks over parked tasks (see backtrace.h).
  * Reads only the task's own stack, bounded by its slot, so a corrupt chain
- * cannot send it elsewhere.
+ * cannot send it elsewhere; a frozen stack is read from its image, so a
+ * report never thaws what it looks at.
  */
 #include "backtrace.h"
 
 #include <string.h>
 
+#include "freeze.h"
 #include "os/os.h"
+
+/* The two words of the frame record at fp: the caller's fp and the
+ * return address. */
+static bool backtrace_frame(const task *t, uintptr_t fp, uintptr_t rec[2])
+{
+    if (fp & 7)
+        return false;
+    if (t == mote__self()) { /* a running task: its own frames */
+        if (fp < stack_lo(&t->stack) || fp + 16 > stack_top(&t->stack))
+            return false;
+        memcpy(rec, (const void *)fp, 16);
+        return true;
+    }
+    return mote__freeze_peek(t, fp, rec, 16);
+}
 
 static int backtrace_walk(const task *t, uintptr_t fp, uintptr_t ret, uintptr_t *pcs,
                           int max)
 {
-    uintptr_t lo = stack_lo(&t->stack), hi = stack_top(&t->stack);
     int n = 0;
     while (n < max && ret) {
         pcs[n++] = ret;
-        if (fp < lo || fp + 16 > hi || (fp & 7))
+        uintptr_t rec[2];
+        if (!backtrace_frame(t, fp, rec))
             break;
-        uintptr_t next = ((const uintptr_t *)fp)[0];
-        ret = ((const uintptr_t *)fp)[1];
-        if (next <= fp)
+        ret = rec[1];
+        if (rec[0] <= fp)
             break;
-        fp = next;
+        fp = rec[0];
     }
     return n;
 }
 
 int mote__backtrace(const task *t, uintptr_t *pcs, int max)
 {
-    uintptr_t fp, ret;
-    arch_ctx_frame(&t->ctx, &fp, &ret);
-    return backtrace_walk(t, fp, ret, pcs, max);
+    uintptr_t rec[2];
+    if (!mote__freeze_peek(t, (uintptr_t)t->ctx.sp + ARCH_CTX_FRAME_OFF, rec, 16))
+        return 0;
+    return backtrace_walk(t, rec[0], rec[1], pcs, max);
 }
 
 int mote__backtrace_from(const task *t, uintptr_t fp, uintptr_t *pcs, int max)
 {
-    uintptr_t lo = stack_lo(&t->stack), hi = stack_top(&t->stack);
-    if (fp < lo || fp + 16 > hi || (fp & 7))
+    uintptr_t rec[2];
+    if (!backtrace_frame(t, fp, rec))
         return 0;
-    return backtrace_walk(t, ((const uintptr_t *)fp)[0], ((const uintptr_t *)fp)[1], pcs,
-                          max);
+    return backtrace_walk(t, rec[0], rec[1], pcs, max);
 }
 
 void mote__backtrace_print(FILE *f, const task *t, const char *indent)

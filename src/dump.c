@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "backtrace.h"
+#include "freeze.h"
 #include "os/os.h"
 #include "runtime.h"
 
@@ -50,6 +51,9 @@ static void dump_state(FILE *f, worker *w, const task *t, int64_t now)
         fprintf(f, "waiting: %s", why);
     int64_t ms = (now - LOAD(&t->parked_at, RELAXED)) / 1000000;
     fprintf(f, ", %lld ms", (long long)(ms > 0 ? ms : 0));
+    if ((LOAD(&t->fz, RELAXED) & FZ_STATE) == FZ_FROZEN)
+        fprintf(f, ", stack frozen (%s)",
+                LOAD(&t->fz, RELAXED) & FZ_DEEP ? "deep" : "page tables kept");
 }
 
 void mote__dump_answer(worker *w)

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "freeze.h"
 #include "heap/heap.h"
 #include "monitor.h"
 #include "mote.h"
@@ -97,6 +98,43 @@ static uint64_t m_wake2(void) { return m_wake(2); }
 static uint64_t m_wake3(void) { return m_wake(3); }
 static uint64_t m_wake4(void) { return m_wake(4); }
 
+static uint64_t m_fz(int what)
+{
+    freeze_stats f;
+    mote__freeze_stats(&f);
+    switch (what) {
+    case 0: return f.frozen;
+    case 1: return f.bytes;
+    case 2: return f.thaws[FREEZE_RESUME];
+    case 3: return f.thaws[FREEZE_FAULT];
+    case 4: return f.thaws[FREEZE_RUNTIME];
+    case 5: return f.ns;
+    case 6: return f.freezes;
+    case 7: return f.cancelled;
+    case 8: return f.stray;
+    case 9: return f.mode;
+    case 11:
+        return f.thaws[FREEZE_RESUME] + f.thaws[FREEZE_FAULT] + f.thaws[FREEZE_RUNTIME];
+    case 12: return f.thaw_ns;
+    case 13: return f.windows;
+    default: return f.off_reason;
+    }
+}
+static uint64_t m_fz_tasks(void) { return m_fz(0); }
+static uint64_t m_fz_bytes(void) { return m_fz(1); }
+static uint64_t m_fz_resume(void) { return m_fz(2); }
+static uint64_t m_fz_fault(void) { return m_fz(3); }
+static uint64_t m_fz_runtime(void) { return m_fz(4); }
+static uint64_t m_fz_ns(void) { return m_fz(5); }
+static uint64_t m_fz_freezes(void) { return m_fz(6); }
+static uint64_t m_fz_cancelled(void) { return m_fz(7); }
+static uint64_t m_fz_stray(void) { return m_fz(8); }
+static uint64_t m_fz_mode(void) { return m_fz(9); }
+static uint64_t m_fz_off(void) { return m_fz(10); }
+static uint64_t m_fz_thaws(void) { return m_fz(11); }
+static uint64_t m_fz_thaw_ns(void) { return m_fz(12); }
+static uint64_t m_fz_windows(void) { return m_fz(13); }
+
 static const struct {
     const char *name;
     metrics_get get;
@@ -112,6 +150,20 @@ static const struct {
     {"/stacks/pooled:stacks", m_pooled},
     {"/stacks/trimmed:bytes", m_trimmed},
     {"/stacks/guard-madvise:bool", m_guard},
+    {"/stacks/frozen:tasks", m_fz_tasks},
+    {"/stacks/frozen:bytes", m_fz_bytes},
+    {"/stacks/thaws:events", m_fz_thaws},
+    {"/stacks/thaws/resume:events", m_fz_resume},
+    {"/stacks/thaws/fault:events", m_fz_fault},
+    {"/stacks/thaws/runtime:events", m_fz_runtime},
+    {"/stacks/thaws/cpu:ns", m_fz_thaw_ns},
+    {"/stacks/freeze/cpu:ns", m_fz_ns},
+    {"/stacks/freeze/windows:events", m_fz_windows},
+    {"/stacks/freeze/freezes:events", m_fz_freezes},
+    {"/stacks/freeze/cancelled:events", m_fz_cancelled},
+    {"/stacks/freeze/stray-faults:events", m_fz_stray},
+    {"/stacks/freeze/mode:enum", m_fz_mode},
+    {"/stacks/freeze/off-reason:enum", m_fz_off},
     {"/net/fds:fds", mote__netpoll_fds},
     {"/net/waiting:tasks", mote__netpoll_waiting},
     {"/net/polls:events", m_polls},

@@ -59,6 +59,19 @@ const mote__option mote__options[OPT_COUNT] = {
                 "kernel has it, else mprotect) or `mprotect` (one mapping per "
                 "stack: vm.max_map_count then caps live tasks)",
          .expect = "auto or mprotect"},
+    [OPT_STACK_FREEZE] = {.name = "MOTE_STACK_FREEZE",
+                          .kind = OPT_KIND_DURATION,
+                          .scope = OPT_RUNTIME,
+                          .off_ok = true,
+                          .min = 1000000,
+                          .max = 3600000000000ull,
+                          .def = 1000000000,
+                          .def_doc = "1s",
+                          .doc = "how long a task stays parked before its stack is frozen "
+                                 "(copied out, its pages given back, put back when needed), "
+                                 "`off` for never; on only where the kernel allows a full "
+                                 "userfaultfd (see Frozen stacks)",
+                          .expect = "a duration from 1ms to 1h (500ms, 2s, 1m), or off"},
     [OPT_MEMLIMIT] =
         {.name = "MOTE_MEMLIMIT",
          .kind = OPT_KIND_SIZE,
@@ -302,6 +315,11 @@ int mote__option_read(enum mote__opt id, uint64_t *out)
         mote__os_write_err(msg);
     }
     return -EINVAL;
+}
+
+bool mote__option_is_set(enum mote__opt id)
+{
+    return getenv(mote__options[id].name) != NULL;
 }
 
 int mote__option_check_all(void)

@@ -22,6 +22,7 @@ enum mote__opt {
     OPT_STACK_SIZE,
     OPT_STACK_TRIM,
     OPT_STACK_GUARD,
+    OPT_STACK_FREEZE,
     OPT_MEMLIMIT,
     OPT_MALLOC_DECAY_MS,
     OPT_MALLOC_STATS,
@@ -64,6 +65,9 @@ extern const mote__option mote__options[OPT_COUNT];
  * 0, or -EINVAL when the value is invalid (reported once per process, *out
  * then holds the default). */
 int mote__option_read(enum mote__opt id, uint64_t *out);
+
+/* Whether the variable is set at all (a default was not asked for). */
+bool mote__option_is_set(enum mote__opt id);
 
 /* Reads every option: 0, or -EINVAL if any is invalid (each reported once).
  * mote_run calls it so that the allocator's variables fail a run too. */

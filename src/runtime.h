@@ -95,6 +95,8 @@ typedef struct run_config {
     uint32_t blocking_threads;
     bool debug_stalls; /* MOTE_DEBUG=stalls */
     bool sigquit_dump; /* MOTE_SIGQUIT=dump */
+    int64_t freeze_ns; /* MOTE_STACK_FREEZE, -1 off */
+    bool freeze_explicit;
     uint64_t memlimit; /* bytes; 0 none */
 } run_config;
 

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "freeze.h"
 #include "monitor.h"
 #include "netpoll.h"
 #include "offload.h"
@@ -144,8 +145,11 @@ void mote__sched_switch(worker *w, task *from, task *to)
     sanfiber_ctx *fs = from ? &from->san : &w->san;
     mote__assert(from != to);
     mote__assert(!to || to->worker == w);
-    if (to && to->io_woken)
-        mote__sched_stats_io_wake(w, to);
+    if (to) {
+        mote__freeze_resume(to); /* its stack must be there to switch to */
+        if (to->io_woken)
+            mote__sched_stats_io_wake(w, to);
+    }
     w->current = to;
     mote__current_task = to;
     STORE(&w->running, to, SEQ_CST);
@@ -187,7 +191,7 @@ static bool sched_adopt(worker *w, task *t)
         }
         t->id = w->id_next++;
     }
-    stack_set_owner(&t->stack, t);
+    mote__stack_set_owner(&t->stack, t);
     bool first = mote__stackprof_start(&w->stackprof, t->fn,
                                        stack_class_size(stack_cls(&t->stack)));
     mote__trim_on_start(&w->trim, t, first);
@@ -240,6 +244,7 @@ static void sched_chores(worker *w)
     w->chores = false;
     mote__dump_answer(w);
     int64_t now = mote__os_now_ns();
+    w->trim.busy = w->rq_head != NULL;
     mote__memory_trim(w, now);
     if (mote__netpoll_active() && now - w->last_poll >= NETPOLL_INTERVAL_NS) {
         w->last_poll = now;
@@ -343,9 +348,8 @@ static void sched_idle(worker *w)
     int rounds = rt.nworkers > 1 || polling ? SCHED_SPIN_ROUNDS : 0;
     FETCH_ADD(&rt.nspinning, 1, SEQ_CST);
     for (int i = 0; i < rounds; i++) {
-        if (sched_has_work(w) ||
-            (polling && !(i & 7) && mote__netpoll_poll(w, 0) > 0 &&
-             (w->rq_head || LOAD(&w->inbox, RELAXED)))) {
+        if (sched_has_work(w) || (polling && !(i & 7) && mote__netpoll_poll(w, 0) > 0 &&
+                                  (w->rq_head || LOAD(&w->inbox, RELAXED)))) {
             FETCH_SUB(&rt.nspinning, 1, SEQ_CST);
             return;
         }
@@ -486,6 +490,9 @@ static int sched_config(run_config *c)
     c->sigquit_dump = v == 1;
     mote__option_read(OPT_STACK_GUARD, &v);
     c->guard_mprotect = v == 1;
+    mote__option_read(OPT_STACK_FREEZE, &v);
+    c->freeze_ns = v == OPT_OFF || c->trim == TRIM_OFF ? -1 : (int64_t)v;
+    c->freeze_explicit = mote__option_is_set(OPT_STACK_FREEZE);
     mote__option_read(OPT_MEMLIMIT, &v);
     c->memlimit = v == OPT_OFF ? 0 : v;
     return r;
@@ -540,6 +547,7 @@ static void sched_teardown(int started)
         mote__stack_cache_drain(&w->stacks);
     }
     mote__sched_stats_fold();
+    mote__freeze_stop(); /* its handler reads the stack registry */
     mote__stack_reset();
     worker *ws = rt.w;
     STORE(&rt.w, NULL, RELEASE);
@@ -562,6 +570,7 @@ int mote_run(mote_fn main_fn, void *arg)
     }
     mote__overflow_install();
     mote__stack_configure(rt.cfg.guard_mprotect);
+    mote__freeze_start(rt.cfg.freeze_ns, rt.cfg.freeze_explicit, rt.cfg.guard_mprotect);
     mote__offload_configure(rt.cfg.blocking_threads);
     int n = rt.cfg.workers;
     worker *ws = mote_aligned_alloc(64, sizeof(worker) * (size_t)n);

@@ -37,6 +37,8 @@
 typedef struct stack_chunk {
     uintptr_t base, end;
     size_t slot_size; /* guard + usable */
+    void **owners;    /* atomic: the task of each slot (freeze.c reads it) */
+    int registered;   /* atomic: registered with the freezer's userfaultfd */
     /* Under the owning class's lock (never read by the overflow handler): */
     int64_t out; /* slots handed out and not cold since */
     bool dirty;  /* a slot was handed out since the chunk was renewed */
@@ -124,7 +126,14 @@ static int stack_grow(int cls, stack_class *k)
         spin_unlock(&stack_chunk_lock);
         return -ENOMEM;
     }
-    stack_chunks[n] = (stack_chunk){(uintptr_t)p, (uintptr_t)p + len, slot, 0, false};
+    void **owners = mote_calloc(nslots, sizeof *owners);
+    if (!owners) {
+        mote__os_release(p, len);
+        spin_unlock(&stack_chunk_lock);
+        return -ENOMEM;
+    }
+    stack_chunks[n] =
+        (stack_chunk){(uintptr_t)p, (uintptr_t)p + len, slot, owners, 0, 0, false};
     STORE(&stack_nchunks, n + 1, RELEASE);
     spin_unlock(&stack_chunk_lock);
     k->bump = (uintptr_t)p;
@@ -329,6 +338,7 @@ static size_t stack_class_take_free(int cls, uintptr_t *tops, size_t max)
 static void stack_renew_chunk(stack_class *k, stack_chunk *c)
 {
     if (mote__os_renew((void *)c->base, c->end - c->base, "mote-stacks") == 0) {
+        STORE(&c->registered, 0, RELEASE); /* the new mapping is not */
         c->dirty = false;
         k->cold_unguarded = true;
     }
@@ -369,6 +379,30 @@ uint64_t mote__stack_pooled_global(void)
     return n;
 }
 
+/* The chunk holding addr (lock-free: the registry only grows while a run
+ * lasts); -1 when none. */
+static int stack_chunk_index(uintptr_t addr)
+{
+    static __thread uint32_t last;
+    uint32_t n = LOAD(&stack_nchunks, ACQUIRE);
+    if (last < n && addr >= stack_chunks[last].base && addr < stack_chunks[last].end)
+        return (int)last;
+    for (uint32_t i = 0; i < n; i++)
+        if (addr >= stack_chunks[i].base && addr < stack_chunks[i].end) {
+            last = i;
+            return (int)i;
+        }
+    return -1;
+}
+
+static void **stack_owner_slot(const stack_slot *s)
+{
+    int i = stack_chunk_index(stack_top(s) - 1);
+    mote__assert(i >= 0);
+    const stack_chunk *c = &stack_chunks[i];
+    return &c->owners[(stack_top(s) - 1 - c->base) / c->slot_size];
+}
+
 /* Whether top is in cache's list of class cls (debug checks only). */
 static bool stack_cache_holds(const stack_cache *cache, int cls, uintptr_t top)
 {
@@ -384,6 +418,7 @@ void mote__stack_release(const stack_slot *s, stack_cache *cache)
     uintptr_t top = stack_top(s);
     mote__assert(cls < STACK_NCLASS && top && !(top & (OS_PAGE - 1)));
     mote__assert(cache->in_use > 0);
+    STORE(stack_owner_slot(s), NULL, RELEASE);
     mote__assert_expensive(!stack_cache_holds(cache, cls, top));
     STACK_LINK(top) = cache->head[cls];
     cache->head[cls] = top;
@@ -393,11 +428,64 @@ void mote__stack_release(const stack_slot *s, stack_cache *cache)
         stack_spill(cls, cache, STACK_CACHE_MAX / 2);
 }
 
+void mote__stack_abandon(const stack_slot *s, stack_cache *cache)
+{
+    mote__assert(cache->in_use > 0);
+    STORE(stack_owner_slot(s), NULL, RELEASE);
+    STORE(&cache->in_use, cache->in_use - 1, RELAXED);
+}
+
 void mote__stack_cache_drain(stack_cache *cache)
 {
     for (int c = 0; c < STACK_NCLASS; c++)
         if (cache->head[c])
             stack_spill(c, cache, 0);
+}
+
+void mote__stack_set_owner(const stack_slot *s, void *owner)
+{
+    ((void **)stack_top(s))[-1] = owner;
+    STORE(stack_owner_slot(s), owner, RELEASE);
+}
+
+bool mote__stack_locate(uintptr_t addr, stack_where *out)
+{
+    int i = stack_chunk_index(addr);
+    if (i < 0)
+        return false;
+    const stack_chunk *c = &stack_chunks[i];
+    size_t idx = (addr - c->base) / c->slot_size;
+    out->chunk = i;
+    out->top = c->base + (idx + 1) * c->slot_size;
+    out->usable = c->slot_size - STACK_GUARD;
+    out->guard = addr - (c->base + idx * c->slot_size) < STACK_GUARD;
+    out->owner = LOAD(&c->owners[idx], ACQUIRE);
+    return true;
+}
+
+size_t mote__stack_window(int chunk, uintptr_t lo, uintptr_t hi, void **owners,
+                          size_t max, size_t *slot_size)
+{
+    const stack_chunk *c = &stack_chunks[chunk];
+    if (lo < c->base || hi > c->end || lo >= hi)
+        return 0;
+    size_t first = (lo - c->base) / c->slot_size,
+           last = (hi - 1 - c->base) / c->slot_size;
+    if (last - first + 1 > max)
+        return 0;
+    for (size_t i = first; i <= last; i++)
+        owners[i - first] = LOAD(&c->owners[i], ACQUIRE);
+    *slot_size = c->slot_size;
+    return last - first + 1;
+}
+
+bool mote__stack_chunk_claim(int chunk, uintptr_t *base, size_t *len)
+{
+    stack_chunk *c = &stack_chunks[chunk];
+    *base = c->base;
+    *len = c->end - c->base;
+    int expect = 0;
+    return CAS(&c->registered, &expect, 1, ACQ_REL);
 }
 
 bool mote__stack_guard_hit(uintptr_t addr, void **owner, size_t *size)
@@ -423,9 +511,11 @@ void mote__stack_reset(void)
     spin_lock(&stack_chunk_lock);
     uint32_t n = LOAD(&stack_nchunks, RELAXED);
     STORE(&stack_nchunks, 0, RELEASE);
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n; i++) {
         mote__os_release((void *)stack_chunks[i].base,
                          stack_chunks[i].end - stack_chunks[i].base);
+        mote_free(stack_chunks[i].owners);
+    }
     for (int c = 0; c < STACK_NCLASS; c++)
         mote_free(stack_classes[c].cold);
     memset(stack_classes, 0, sizeof stack_classes);

@@ -72,14 +72,35 @@ static inline stack_slot stack_unplaced(int cls) { return (stack_slot){(uintptr_
 int mote__stack_acquire(int cls, stack_cache *cache, stack_slot *out);
 /* Returns a slot to cache (spilling half of a full cache to the class). */
 void mote__stack_release(const stack_slot *s, stack_cache *cache);
+/* Gives up a slot without touching its memory (a frozen task's, at the
+ * end of a run, just before the whole registry goes): it is not reused. */
+void mote__stack_abandon(const stack_slot *s, stack_cache *cache);
 /* Moves every slot of cache back to the classes. */
 void mote__stack_cache_drain(stack_cache *cache);
 
-/* Records the owner of a slot (read by the overflow handler). */
-static inline void stack_set_owner(const stack_slot *s, void *owner)
-{
-    ((void **)stack_top(s))[-1] = owner;
-}
+/* Records the owner of a slot (or NULL when it is released): at the slot's
+ * top, for the overflow handler, and in the chunk's owner table, which
+ * stays readable while the slot's pages are away (freeze.c). */
+void mote__stack_set_owner(const stack_slot *s, void *owner);
+
+/* Where an address lies among the stacks. */
+typedef struct stack_where {
+    uintptr_t top; /* the slot's top */
+    size_t usable; /* its stack size */
+    void *owner;   /* its task, or NULL */
+    int chunk;     /* its chunk's index */
+    bool guard;    /* addr is in the slot's guard */
+} stack_where;
+/* Async-signal-safe and lock-free: false when addr is in no chunk. */
+bool mote__stack_locate(uintptr_t addr, stack_where *out);
+/* The owners of the slots of chunk that overlap [lo, hi), in address
+ * order, and the chunk's slot size: how many, or 0 when [lo, hi) is not
+ * inside the chunk or more than max slots overlap it. */
+size_t mote__stack_window(int chunk, uintptr_t lo, uintptr_t hi, void **owners,
+                          size_t max, size_t *slot_size);
+/* The range of a chunk, and true for the one caller that first claims it
+ * (the freezer registers it with its userfaultfd once). */
+bool mote__stack_chunk_claim(int chunk, uintptr_t *base, size_t *len);
 
 /* Async-signal-safe: if addr is in some slot's guard, its owner pointer
  * (as stored by stack_set_owner) and usable size; else false. */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "freeze.h"
 #include "os/os.h"
 
 int mote__task_create(mote_fn fn, void *arg, const char *name, int cls, task **out)
@@ -31,8 +32,12 @@ void mote__task_destroy(task *t, stack_cache *cache)
 {
     mote__assert(t->timer_idx == TIMER_NONE);
     mote__assert(!t->trim_queued);
-    if (t->started)
-        mote__stack_release(&t->stack, cache);
+    if (t->started) {
+        if (mote__freeze_forget(t)) /* its pages are gone: leave them */
+            mote__stack_abandon(&t->stack, cache);
+        else
+            mote__stack_release(&t->stack, cache);
+    }
     mote_free(t);
 }
 

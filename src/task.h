@@ -50,7 +50,10 @@ struct task { /* ordered to pack: 160 bytes in a plain build */
     const char *name;
     stack_slot stack;
     list_node all_link;  /* the worker's list of started tasks */
-    list_node trim_link; /* the worker's trim candidates */
+    union {
+        list_node trim_link;     /* the worker's trim candidates (parked) */
+        struct fz_image *fz_img; /* frozen: its live bytes (freeze.c) */
+    };
     int64_t parked_at;   /* atomic: clock at the last park, or when the
                                netpoller readied it (io_woken) */
     uint32_t timer_idx;
@@ -61,7 +64,9 @@ struct task { /* ordered to pack: 160 bytes in a plain build */
     int8_t hw_bucket; /* last measured high water, -1 unknown */
     bool io_woken;    /* readied by the netpoller: parked_at is then
                                when (wake-up latency metric) */
-    uint8_t trim_shift; /* its trim delay is the base << this (trim.c) */
+    uint8_t trim_shift : 3; /* its trim delay is the base << this (trim.c) */
+    uint8_t trimmed : 1;    /* trimmed since it parked; still a freeze candidate */
+    uint8_t fz;             /* atomic: freeze state and lock bits (freeze.h) */
     sanfiber_ctx san; /* sanitizer and valgrind stack state */
 };
 

@@ -18,13 +18,15 @@
 #include "os/os.h"
 #include "task.h"
 
-#define TRIM_LAZY_DELAY   (20 * 1000000LL)   /* ns parked before a trim */
+#define TRIM_LAZY_DELAY   (20 * 1000000LL) /* ns parked before a trim */
 /* A task that keeps going deep again after its trims waits longer before
  * the next: up to the base << TRIM_MAX_SHIFT (1.28 s lazily). */
-#define TRIM_MAX_SHIFT 6
+#define TRIM_MAX_SHIFT    6
 #define TRIM_DECAY_PERIOD (1000 * 1000000LL) /* pool decay */
 #define TRIM_SCAN_MAX     4096               /* candidates looked at per call */
 #define TRIM_SAMPLE_EVERY 256
+/* Freezes per pass while tasks wait to run: ~1 ms of a worker here. */
+#define TRIM_FREEZE_BUSY  32
 /* Bytes at the top of a sampled stack left as they are when it is zeroed:
  * the slot's own words and the first frame (arch_ctx_init) live there. */
 #define TRIM_TOP_KEEP     256
@@ -35,6 +37,7 @@ void mote__trim_init(trim_state *s, int mode, stackprof *prof)
 {
     memset(s, 0, sizeof *s);
     s->prof = prof;
+    s->freeze_after = mode == TRIM_OFF ? -1 : mote__freeze_threshold();
     s->delay = mode == TRIM_OFF ? -1 : mode == TRIM_EAGER ? 0 : TRIM_LAZY_DELAY;
     s->pool_depth = OS_PAGE;
     s->clock = mote__os_now_ns();
@@ -69,6 +72,7 @@ static void trim_unlink(trim_state *s, task *t)
 
 void mote__trim_on_park(trim_state *s, task *t)
 {
+    t->trimmed = 0;
     /* The coarse clock (~3 ns): s->clock is refreshed only when trim_run
      * runs, and a stale park time would trim tasks that parked a moment
      * ago (measured: every 20 ms a busy server's tasks lost their warm
@@ -238,6 +242,18 @@ void mote__trim_forget(trim_state *s, task *t)
     trim_set_bucket(s, t, -1);
 }
 
+/* Freezes the collected candidates (freeze.c): by address, so that the
+ * write-protection covers runs of neighbouring slots in one call. */
+static void trim_freeze(trim_state *s)
+{
+    if (!s->nfreeze)
+        return;
+    mote__pagebatch_flush(&s->pages); /* their trims first */
+    qsort(s->freeze, s->nfreeze, sizeof *s->freeze, trim_by_addr);
+    mote__freeze_batch(s->freeze, s->nfreeze, &s->fz);
+    s->nfreeze = 0;
+}
+
 void mote__trim_run(trim_state *s, stack_cache *cache, task *current, int64_t now,
                     bool force)
 {
@@ -250,7 +266,7 @@ void mote__trim_run(trim_state *s, stack_cache *cache, task *current, int64_t no
     int64_t base = force ? 0 : s->delay;
     uint32_t budget = force ? UINT32_MAX : TRIM_SCAN_MAX;
     list_node *l = s->parked.head;
-    size_t nready = 0;
+    size_t nready = 0, nfrozen = 0;
     while (l && budget--) {
         list_node *nx = l->next;
         task *t = list_entry(l, task, trim_link);
@@ -262,21 +278,44 @@ void mote__trim_run(trim_state *s, stack_cache *cache, task *current, int64_t no
             /* it ran and is not parked now (it yielded): drop it; it
              * rejoins at its next park */
             trim_unlink(s, t);
-        } else if (now - LOAD(&t->parked_at, RELAXED) >= delay) {
-            trim_unlink(s, t);
-            s->ready[nready++] = t;
-            if (nready == TRIM_BATCH) {
-                trim_ready(s, nready);
-                nready = 0;
-            }
         } else {
-            int64_t due = LOAD(&t->parked_at, RELAXED) + delay;
-            if (due < next)
-                next = due;
+            /* A task parked past the freeze threshold is frozen, trimmed or
+             * not (the freeze gives back its whole stack; a trim backoff
+             * must not keep a long sleeper resident). */
+            int64_t parked = LOAD(&t->parked_at, RELAXED);
+            bool can_freeze = s->freeze_after >= 0 && mote__freeze_fits(t);
+            int64_t fdue = can_freeze ? parked + s->freeze_after : INT64_MAX;
+            int64_t tdue = t->trimmed ? INT64_MAX : parked + delay;
+            if (now >= fdue && s->busy && nfrozen >= TRIM_FREEZE_BUSY) {
+                next = now; /* tasks are waiting to run: the rest later */
+            } else if (now >= fdue) {
+                trim_unlink(s, t);
+                s->freeze[s->nfreeze++] = t;
+                nfrozen++;
+                if (s->nfreeze == FZ_BATCH)
+                    trim_freeze(s);
+            } else if (now >= tdue) {
+                /* Trimmed, it stays a candidate for a freeze later. */
+                if (!can_freeze)
+                    trim_unlink(s, t);
+                t->trimmed = 1;
+                s->ready[nready++] = t;
+                if (nready == TRIM_BATCH) {
+                    trim_ready(s, nready);
+                    nready = 0;
+                }
+                if (fdue < next)
+                    next = fdue;
+            } else {
+                int64_t due = tdue < fdue ? tdue : fdue;
+                if (due < next)
+                    next = due;
+            }
         }
         l = nx;
     }
     trim_ready(s, nready);
+    trim_freeze(s);
     if (l && next > now + base)
         next = now + base; /* budget ran out: come back soon */
     mote__pagebatch_flush(&s->pages);

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "freeze.h"
 #include "list.h"
 #include "pagebatch.h"
 #include "stack.h"
@@ -47,7 +48,12 @@ typedef struct trim_state {
     uint64_t hist[TRIM_NBUCKET]; /* live tasks by last high water (atomic) */
     task *ready[TRIM_BATCH];     /* matured candidates, trimmed together */
     stackprof *prof;             /* the worker's, for sampled tasks' depths */
-    pagebatch pages;             /* .released: bytes given back */
+    int64_t freeze_after;        /* ns parked before a freeze; < 0 never */
+    bool busy;                   /* the worker has tasks ready to run */
+    size_t nfreeze;
+    task *freeze[FZ_BATCH]; /* candidates, frozen together */
+    fz_scratch fz;
+    pagebatch pages; /* .released: bytes given back */
 } trim_state;
 
 void mote__trim_init(trim_state *s, int mode, stackprof *prof);

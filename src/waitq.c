@@ -22,18 +22,23 @@ static void waitq_publish_common(mote_waitq *q, int *lock, waiter *w, void *obj)
 void mote__waitq_publish(mote_waitq *q, int *lock, waiter *w, void *obj)
 {
     waitq_publish_common(q, lock, w, obj);
+    if (q->tail) /* its link is written, on its parked stack */
+        mote__freeze_touch(q->tail);
     list_push_back(q, &w->link);
 }
 
 void mote__waitq_publish_front(mote_waitq *q, int *lock, waiter *w, void *obj)
 {
     waitq_publish_common(q, lock, w, obj);
+    if (q->head)
+        mote__freeze_touch(q->head);
     list_push_front(q, &w->link);
 }
 
 waiter *mote__waitq_claim(mote_waitq *q)
 {
     for (list_node *n = q->head; n; n = n->next) {
+        mote__freeze_touch(n); /* records live on parked stacks */
         waiter *w = list_entry(n, waiter, link);
         if (mote__park_claim(w->t)) {
             mote__waitq_unlink(w);

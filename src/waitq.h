@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "debug.h"
+#include "freeze.h"
 #include "list.h"
 #include "mote.h"
 #include "park.h"
@@ -80,6 +81,11 @@ static inline void mote__waitq_attach(waiter *w)
 static inline void mote__waitq_unlink(waiter *w)
 {
     mote__assert(w->linked);
+    /* the neighbours' links are written, on their parked stacks */
+    if (w->link.prev)
+        mote__freeze_touch(w->link.prev);
+    if (w->link.next)
+        mote__freeze_touch(w->link.next);
     mote__assert_expensive(list_contains(w->q, &w->link));
     list_remove(w->q, &w->link);
     w->linked = false;
@@ -88,7 +94,10 @@ static inline void mote__waitq_unlink(waiter *w)
 
 static inline waiter *mote__waitq_first(mote_waitq *q)
 {
-    return q->head ? list_entry(q->head, waiter, link) : NULL;
+    if (!q->head)
+        return NULL;
+    mote__freeze_touch(q->head); /* records live on parked stacks */
+    return list_entry(q->head, waiter, link);
 }
 
 /* The first record of q whose task this caller claims, unlinked; stale

@@ -43,11 +43,14 @@ static void main_task(void *arg)
     CHECK_EQ(mote_metric("/stacks/resident:bytes", &resident), 0);
     CHECK_EQ(mote_metric("/stacks/reserved:bytes", &reserved), 0);
     int maps = count_maps();
-    printf("%d tasks parked in %.2f s; %d mappings; stacks resident %.0f B/task\n",
-           N, secs, maps, (double)resident / N);
+    printf("%d tasks parked in %.2f s; %d mappings; stacks resident %.0f B/task\n", N,
+           secs, maps, (double)resident / N);
     CHECK_EQ(live, (uint64_t)N + 1);
     CHECK_EQ(blocked, (uint64_t)N); /* all but main, which is running */
-    CHECK(resident >= (uint64_t)N * 4096);
+    /* a page each, but for those already frozen (MOTE_STACK_FREEZE) */
+    uint64_t frozen;
+    CHECK_EQ(mote_metric("/stacks/frozen:tasks", &frozen), 0);
+    CHECK(resident >= ((uint64_t)N - frozen) * 4096);
     CHECK(reserved >= (uint64_t)N * 256 * 1024);
     /* TSan maps a shadow stack of its own per fiber; mote adds none */
     CHECK(maps < (TEST_SANITIZED ? 2000 + 5 * N : 2000));

@@ -52,13 +52,10 @@ static inline void arch_ctx_init(arch_ctx *ctx, void *top, void (*fn)(void *), v
     ctx->sp = f;
 }
 
-/* The frame pointer and return address saved by arch_switch in a context
- * that is not running: the start of a frame-pointer walk of a parked task. */
-static inline void arch_ctx_frame(const arch_ctx *ctx, uintptr_t *fp, uintptr_t *ret)
-{
-    const uint64_t *f = ctx->sp; /* the layout above */
-    *fp = f[6];
-    *ret = f[7];
-}
+/* Where, above a parked context's saved sp, arch_switch left the frame
+ * pointer and then the return address (f[6], f[7] above): the start of a
+ * frame-pointer walk.  An offset, not a read, so that a caller can read
+ * the pair from wherever the stack's bytes are (a frozen stack's image). */
+#define ARCH_CTX_FRAME_OFF 48
 
 #endif /* MOTE_ARCH_H */

@@ -45,6 +45,9 @@ bool mote__os_guard_madvise_works(void);
  * madvise, else mprotect(PROT_NONE) (one extra VMA per guard:
  * vm.max_map_count then caps the number of stacks).  0 or -errno. */
 int mote__os_guard(void *p, size_t len, bool madvise);
+/* Removes the MADV_GUARD_INSTALL markers in [p, p+len) (a page table
+ * holding one is never freed).  0 or -errno. */
+int mote__os_guard_remove(void *p, size_t len);
 
 /* Gives the pages of each range back (MADV_DONTNEED): the next touch reads
  * zeros.  Batched into as few system calls as the kernel allows
@@ -152,6 +155,34 @@ int mote__os_poll_wait(int epfd, os_poll_event *ev, int max, int64_t timeout_ns)
 int mote__os_event_create(void);
 void mote__os_event_signal(int efd);
 void mote__os_event_drain(int efd);
+
+/* ---- userfaultfd (uffd.c): frozen stacks ---- */
+
+enum { OS_UFFD_FULL = 1, OS_UFFD_USER_ONLY = 2 };
+/* A non-blocking userfaultfd that can write-protect anonymous memory,
+ * self-tested: full mode (faults from kernel mode reach it too) when the
+ * system allows it, else user-mode-only if allow_user_only.  The fd and
+ * *mode, or -errno (-EPERM when denied, -ENOSYS without the system call,
+ * -EOPNOTSUPP without write-protection). */
+int mote__os_uffd_open(bool allow_user_only, int *mode);
+/* Registers [p, p+len) for missing-page and write-protect faults. */
+int mote__os_uffd_register(int fd, void *p, size_t len);
+/* Write-protects (on) or releases [p, p+len); releasing wakes writers. */
+int mote__os_uffd_wp(int fd, void *p, size_t len, bool on);
+/* Maps a copy of src at the absent pages dst (atomically) and wakes every
+ * thread waiting on them.  -EEXIST when a page is there already. */
+int mote__os_uffd_copy(int fd, void *dst, const void *src, size_t len);
+int mote__os_uffd_zeropage(int fd, void *dst, size_t len);
+int mote__os_uffd_wake(int fd, void *p, size_t len);
+/* Waits up to timeout_ns (< 0 forever) for a fault message on fd or a
+ * byte on stop_fd (< 0: none): bit 0 fault, bit 1 stop, 0 timeout. */
+int mote__os_uffd_wait(int fd, int stop_fd, int64_t timeout_ns);
+typedef struct os_uffd_fault {
+    uintptr_t addr;
+    bool write, wp; /* a write; a write into a write-protected page */
+} os_uffd_fault;
+/* Reads pending fault messages (non-blocking): how many, or -errno. */
+int mote__os_uffd_read(int fd, os_uffd_fault *f, int max);
 
 /* ---- descriptors (fd.c) ---- */
 

@@ -19,6 +19,9 @@
 #ifndef MADV_GUARD_INSTALL
 #define MADV_GUARD_INSTALL 102
 #endif
+#ifndef MADV_GUARD_REMOVE
+#define MADV_GUARD_REMOVE 103
+#endif
 #ifndef PR_SET_VMA
 #define PR_SET_VMA           0x53564d41
 #define PR_SET_VMA_ANON_NAME 0
@@ -117,6 +120,11 @@ int mote__os_guard(void *p, size_t len, bool use_madvise)
     int r =
         use_madvise ? madvise(p, len, MADV_GUARD_INSTALL) : mprotect(p, len, PROT_NONE);
     return r == 0 ? 0 : -errno;
+}
+
+int mote__os_guard_remove(void *p, size_t len)
+{
+    return madvise(p, len, MADV_GUARD_REMOVE) == 0 ? 0 : -errno;
 }
 
 int mote__os_decommit(void *p, size_t len)

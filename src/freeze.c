@@ -1,0 +1,593 @@
+/*
+ * freeze.c - frozen stacks (see freeze.h for the mechanism and the state
+ * word; docs/freeze-design.md for the measurements and the proof sketch).
+ *
+ * Why no write is lost.  Take a live page P of a task being frozen and a
+ * thread W storing to it, in user mode or inside a system call:
+ *  - a store that completes before the write-protect ioctl returns is in P
+ *    (the ioctl flushes every TLB before it returns), and the copy reads P
+ *    after it;
+ *  - a store attempted after that faults: on the protection until P is
+ *    dropped, on the missing page after; either way W sleeps in the kernel
+ *    and its message reaches the handler, which marks the task FZ_WANTED
+ *    while it is FREEZING (the freezer then puts the image back itself) or
+ *    thaws it once FROZEN.  P is mapped again only by a restore, which
+ *    writes the image taken after the protection: W's store lands on it.
+ * Tasks are pinned to their worker, which is the one freezing them, so a
+ * frozen task never runs: it is thawed before its worker switches to it.
+ *
+ * State: one userfaultfd for the process (opened at the first run that
+ * freezes), a handler thread per run, counters.  Locks: each task's FZ_LOCK
+ * bit, a leaf lock; the handler takes no other.
+ */
+#include "freeze.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "os/os.h"
+#include "spin.h"
+#include "stack.h"
+
+#if defined(MOTE_HAVE_VALGRIND_H)
+#include <valgrind/valgrind.h>
+#endif
+
+uint64_t mote__freeze_nfrozen;
+
+static struct {
+    int ufd;           /* -1: none yet */
+    int mode;          /* OS_UFFD_* of ufd */
+    int off_reason;    /* enum freeze_off for this run */
+    int64_t threshold; /* ns; -1 off */
+    int stop_fd;       /* eventfd that stops the handler */
+    pthread_t handler;
+    bool handler_on;
+    uint64_t frozen, bytes, freezes, cancelled, stray, ns, windows, thaw_ns; /* atomic */
+    uint64_t thaws[FREEZE_NCAUSE];                                           /* atomic */
+} fz = {.ufd = -1, .stop_fd = -1, .threshold = -1};
+
+/* ---- the state word --------------------------------------------------- */
+
+static uint8_t fz_lock(task *t)
+{
+    for (;;) {
+        uint8_t v = LOAD(&t->fz, RELAXED);
+        if (!(v & FZ_LOCK) && CAS_WEAK(&t->fz, &v, (uint8_t)(v | FZ_LOCK), ACQUIRE))
+            return v;
+        spin_relax();
+    }
+}
+
+/* Publishes v (state and FZ_WANTED) and drops the lock. */
+static void fz_unlock(task *t, uint8_t v)
+{
+    STORE(&t->fz, (uint8_t)(v & ~FZ_LOCK), RELEASE);
+}
+
+/* ---- copying stack bytes ------------------------------------------------ */
+
+/* The live bytes, word by word.  Not instrumented: ASan keeps redzones
+ * between locals poisoned, and TSan cannot see that the write-protection
+ * orders this read after every store it can return (freeze.h). */
+#if defined(__clang__)
+#define FZ_NO_SANITIZE __attribute__((no_sanitize("address", "thread")))
+#else
+#define FZ_NO_SANITIZE __attribute__((no_sanitize_address, no_sanitize_thread))
+#endif
+FZ_NO_SANITIZE static void fz_copy_out(unsigned char *dst, uintptr_t src, size_t len)
+{
+    const volatile uint64_t *s = (const volatile uint64_t *)src;
+    uint64_t *d = (uint64_t *)(void *)dst;
+    for (size_t i = 0; i < len / 8; i++)
+        d[i] = s[i];
+}
+
+static __thread unsigned char *fz_bounce; /* FZ_MAX_LIVE + a page, aligned */
+
+/* Puts t's image back at [lo, top), mapping those pages and waking every
+ * thread blocked on them (so it comes last; a deep task's guard first).
+ * The caller owns the THAWING (or FREEZING) state. */
+static int fz_restore(task *t, const fz_image *img, bool deep)
+{
+    uintptr_t top = stack_top(&t->stack), sp = top - img->len;
+    uintptr_t lo = sp & ~(uintptr_t)(OS_PAGE - 1);
+    if (deep)
+        mote__os_guard((void *)(stack_lo(&t->stack) - STACK_GUARD), STACK_GUARD, true);
+    if (!fz_bounce) {
+        fz_bounce = mote_aligned_alloc(OS_PAGE, FZ_MAX_LIVE + OS_PAGE);
+        if (!fz_bounce)
+            return -ENOMEM;
+    }
+    memset(fz_bounce, 0, sp - lo);
+    memcpy(fz_bounce + (sp - lo), img->bytes, img->len);
+    int r = mote__os_uffd_copy(fz.ufd, (void *)lo, fz_bounce, top - lo);
+    /* -EEXIST would mean a page came back behind our back: a lost freeze */
+    mote__assert(r == 0);
+    return r;
+}
+
+/* ---- thawing --------------------------------------------------------------- */
+
+void mote__freeze_thaw(task *t, enum freeze_cause cause)
+{
+    for (;;) {
+        uint8_t v = fz_lock(t);
+        switch (v & FZ_STATE) {
+        case FZ_ACTIVE: fz_unlock(t, v); return;
+        case FZ_FREEZING: /* the freezer restores it when its batch ends */
+            fz_unlock(t, (uint8_t)(v | FZ_WANTED));
+            if (cause == FREEZE_FAULT)
+                return; /* the faulting access waits in the kernel */
+            break;
+        case FZ_FROZEN: {
+            int64_t t0 = mote__os_now_ns();
+            fz_unlock(t, FZ_THAWING);
+            fz_image *img = t->fz_img;
+            int r = fz_restore(t, img, v & FZ_DEEP);
+            FETCH_SUB(&fz.bytes, img->len, RELAXED);
+            FETCH_SUB(&fz.frozen, 1, RELAXED);
+            mote_free(img);
+            t->trim_link = (list_node){NULL, NULL};
+            STORE(&t->fz, FZ_ACTIVE, RELEASE);
+            FETCH_SUB(&mote__freeze_nfrozen, 1, RELAXED);
+            FETCH_ADD(&fz.thaws[cause], 1, RELAXED);
+            FETCH_ADD(&fz.thaw_ns, (uint64_t)(mote__os_now_ns() - t0), RELAXED);
+            if (r)
+                fprintf(stderr, "mote: cannot thaw the stack of task %llu: %s\n",
+                        (unsigned long long)t->id, mote_strerror(r));
+            return;
+        }
+        case FZ_THAWING: /* another thread is putting it back */
+            fz_unlock(t, v);
+            if (cause == FREEZE_FAULT)
+                return;
+            break;
+        }
+        while (LOAD(&t->fz, ACQUIRE) & FZ_STATE)
+            sched_yield();
+    }
+}
+
+void mote__freeze_touch_slow(const void *p)
+{
+    stack_where at;
+    if (!mote__stack_locate((uintptr_t)p, &at) || !at.owner)
+        return;
+    task *t = at.owner;
+    if (LOAD(&t->fz, ACQUIRE) & FZ_STATE)
+        mote__freeze_thaw(t, FREEZE_RUNTIME);
+}
+
+/* ---- freezing ------------------------------------------------------------------ */
+
+static bool fz_register(int chunk)
+{
+    uintptr_t base;
+    size_t len;
+    if (!mote__stack_chunk_claim(chunk, &base, &len))
+        return true; /* done before */
+    return mote__os_uffd_register(fz.ufd, (void *)base, len) == 0;
+}
+
+#define FZ_WINDOW     ((uintptr_t)2 << 20) /* what one page table maps */
+#define FZ_WINDOW_MAX 96                   /* slots: 2 MiB of 24 KiB ones, + 2 */
+
+/* Empties window w of chunk if every slot overlapping it holds a FROZEN
+ * task and not all of them are deep yet.  Their locks are held across the
+ * zap (taken in address order, so two deepeners cannot deadlock): no thaw
+ * can map a page there for the zap to destroy, and no stray fill either
+ * (the handler fills an owned slot's page under its owner's lock). */
+static void fz_deepen_window(int chunk, uintptr_t w)
+{
+    void *own[FZ_WINDOW_MAX];
+    size_t slot,
+        n = mote__stack_window(chunk, w, w + FZ_WINDOW, own, FZ_WINDOW_MAX, &slot);
+    /* A slot of more than 1 MiB may span windows that no task of it
+     * reaches; with two or more whole slots inside, "all deep" means the
+     * window itself was emptied. */
+    if (n == 0 || slot > FZ_WINDOW / 2)
+        return;
+    bool all_deep = true;
+    for (size_t i = 0; i < n; i++) {
+        task *t = own[i];
+        uint8_t v = t ? LOAD(&t->fz, RELAXED) : 0;
+        if (!t || (v & FZ_STATE) != FZ_FROZEN)
+            return;
+        all_deep &= (v & FZ_DEEP) != 0;
+    }
+    if (all_deep)
+        return;
+    size_t locked = 0;
+    bool ok = true;
+    for (; locked < n; locked++) {
+        task *t = own[locked];
+        uint8_t v = fz_lock(t);
+        if ((v & FZ_STATE) != FZ_FROZEN || (v & FZ_WANTED)) {
+            fz_unlock(t, v);
+            ok = false;
+            break;
+        }
+    }
+    /* An owner cannot change under the locks: a frozen task does not exit. */
+    if (ok && mote__os_guard_remove((void *)w, FZ_WINDOW) == 0) {
+        mote__os_decommit((void *)w, FZ_WINDOW);
+        FETCH_ADD(&fz.windows, 1, RELAXED);
+        for (size_t i = 0; i < n; i++) {
+            task *t = own[i];
+            fz_unlock(t, (uint8_t)(LOAD(&t->fz, RELAXED) | FZ_DEEP));
+        }
+        return;
+    }
+    for (size_t i = 0; i < locked; i++)
+        fz_unlock(own[i], LOAD(&((task *)own[i])->fz, RELAXED));
+}
+
+/* The windows the freshly frozen candidates lie in (c is in address
+ * order, so each window comes up once in a row). */
+static void fz_deepen(const fz_cand *c, size_t m)
+{
+    uintptr_t last = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (!c[i].img || (LOAD(&c[i].t->fz, RELAXED) & FZ_STATE) != FZ_FROZEN)
+            continue;
+        stack_where at;
+        if (!mote__stack_locate(c[i].top - 1, &at))
+            continue;
+        uintptr_t lo = c[i].top - c[i].slot, w0 = lo & ~(FZ_WINDOW - 1);
+        for (uintptr_t w = w0; w < c[i].top; w += FZ_WINDOW)
+            if (w != last) {
+                last = w;
+                fz_deepen_window(at.chunk, w);
+            }
+    }
+}
+
+size_t mote__freeze_batch(task *const *cand, size_t n, fz_scratch *scratch)
+{
+    if (fz.threshold < 0 || n == 0)
+        return 0;
+    if (n > FZ_BATCH)
+        n = FZ_BATCH;
+    int64_t t0 = mote__os_now_ns();
+    fz_cand *c = scratch->c;
+    struct iovec *iov = scratch->iov;
+    size_t m = 0;
+    /* 1: take the candidates (ACTIVE -> FREEZING). */
+    for (size_t i = 0; i < n; i++) {
+        task *t = cand[i];
+        uintptr_t top = stack_top(&t->stack), sp = (uintptr_t)t->ctx.sp;
+        stack_where at;
+        if (top - sp > FZ_MAX_LIVE || !mote__stack_locate(top - 1, &at) ||
+            !fz_register(at.chunk))
+            continue;
+        uint8_t v = fz_lock(t);
+        if ((v & FZ_STATE) != FZ_ACTIVE ||
+            LOAD(&t->wait_state, ACQUIRE) != TASK_WAITING) {
+            fz_unlock(t, v);
+            continue;
+        }
+        fz_unlock(t, FZ_FREEZING);
+        FETCH_ADD(&mote__freeze_nfrozen, 1, RELAXED);
+        c[m++] = (fz_cand){
+            t, sp & ~(uintptr_t)(OS_PAGE - 1), top, at.usable + STACK_GUARD, NULL, true};
+    }
+    /* 2: write-protect each run of neighbouring slots with one ioctl (one
+     * TLB flush a run); from here a writer waits in the kernel. */
+    for (size_t i = 0; i < m;) {
+        size_t j = i + 1;
+        while (j < m && c[j].top == c[j - 1].top + c[i].slot)
+            j++;
+        if (mote__os_uffd_wp(fz.ufd, (void *)c[i].lo, c[j - 1].top - c[i].lo, true) != 0)
+            for (size_t k = i; k < j; k++)
+                c[k].taken = false;
+        i = j;
+    }
+    /* 3: copy the live bytes; 4: drop the pages, in one batch. */
+    size_t niov = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (!c[i].taken)
+            continue;
+        uintptr_t sp = (uintptr_t)c[i].t->ctx.sp;
+        size_t len = c[i].top - sp;
+        fz_image *img = mote_malloc(sizeof *img + len);
+        if (!img) {
+            c[i].taken = false;
+            continue;
+        }
+        mote__assert(len % 8 == 0);
+        img->len = len;
+        fz_copy_out(img->bytes, sp, len);
+        c[i].img = img;
+        /* the whole stack: what lies below the live pages (not trimmed,
+         * if the task was never) goes too */
+        uintptr_t lo = stack_lo(&c[i].t->stack);
+        iov[niov++] = (struct iovec){(void *)lo, c[i].top - lo};
+    }
+    if (niov && mote__os_decommit_batch(iov, niov) != 0) {
+        /* could not drop them: give every page back as it was */
+        for (size_t i = 0; i < m; i++)
+            if (c[i].img) {
+                mote_free(c[i].img);
+                c[i].img = NULL;
+                c[i].taken = false;
+            }
+    }
+    /* 5: release the protection (writers retry, and now wait for a thaw of
+     * an absent page, or proceed where nothing was taken). */
+    for (size_t i = 0; i < m;) {
+        size_t j = i + 1;
+        while (j < m && c[j].top == c[j - 1].top + c[i].slot)
+            j++;
+        mote__os_uffd_wp(fz.ufd, (void *)c[i].lo, c[j - 1].top - c[i].lo, false);
+        i = j;
+    }
+    /* 6: publish FROZEN, or undo what someone wanted back meanwhile. */
+    size_t frozen = 0;
+    for (size_t i = 0; i < m; i++) {
+        task *t = c[i].t;
+        uint8_t v = fz_lock(t);
+        if (!c[i].img) { /* not taken: the pages never left */
+            fz_unlock(t, FZ_ACTIVE);
+            FETCH_SUB(&mote__freeze_nfrozen, 1, RELAXED);
+            continue;
+        }
+        if (v & FZ_WANTED) {
+            fz_unlock(t, FZ_THAWING);
+            fz_restore(t, c[i].img, false);
+            mote_free(c[i].img);
+            STORE(&t->fz, FZ_ACTIVE, RELEASE);
+            FETCH_SUB(&mote__freeze_nfrozen, 1, RELAXED);
+            FETCH_ADD(&fz.cancelled, 1, RELAXED);
+            continue;
+        }
+        t->fz_img = c[i].img;
+        /* counted first: once published, a thaw may free the image */
+        FETCH_ADD(&fz.bytes, c[i].img->len, RELAXED);
+        FETCH_ADD(&fz.frozen, 1, RELAXED);
+        fz_unlock(t, FZ_FROZEN);
+        frozen++;
+    }
+    FETCH_ADD(&fz.freezes, frozen, RELAXED);
+    if (frozen)
+        fz_deepen(c, m);
+    FETCH_ADD(&fz.ns, (uint64_t)(mote__os_now_ns() - t0), RELAXED);
+    return frozen;
+}
+
+/* ---- the fault handler -------------------------------------------------------- */
+
+static unsigned char fz_zero_page[OS_PAGE] __attribute__((aligned(OS_PAGE)));
+
+/* A page of a registered chunk that is absent but frozen by no one: a
+ * stack growing into a page a trim gave back.  A write gets a zeroed page
+ * of its own at once (no second, copy-on-write fault). */
+static void fz_fill(uintptr_t page, bool write)
+{
+    int r = write ? mote__os_uffd_copy(fz.ufd, (void *)page, fz_zero_page, OS_PAGE)
+                  : mote__os_uffd_zeropage(fz.ufd, (void *)page, OS_PAGE);
+    if (r == 0)
+        FETCH_ADD(&fz.stray, 1, RELAXED);
+    else /* there already (a stale message): let the thread retry */
+        mote__os_uffd_wake(fz.ufd, (void *)page, OS_PAGE);
+}
+
+static void fz_fault(const os_uffd_fault *f)
+{
+    uintptr_t page = f->addr & ~(uintptr_t)(OS_PAGE - 1);
+    stack_where at;
+    if (!mote__stack_locate(f->addr, &at)) {
+        mote__os_uffd_wake(fz.ufd, (void *)page, OS_PAGE);
+        return;
+    }
+    if (at.guard) {
+        /* A deep task's guard, removed with its window: put the marker
+         * back, and the access, retried, is the guard fault it always was
+         * (SIGSEGV, or EFAULT in a system call). */
+        mote__os_guard((void *)page, OS_PAGE, true);
+        mote__os_uffd_wake(fz.ufd, (void *)page, OS_PAGE);
+        return;
+    }
+    task *t = at.owner;
+    if (!t) {
+        fz_fill(page, f->write);
+        return;
+    }
+    uint8_t v = fz_lock(t);
+    if (f->wp) { /* a write into a page a freeze has write-protected */
+        if ((v & FZ_STATE) == FZ_FREEZING)
+            v |= FZ_WANTED; /* the freezer puts it back; the writer waits */
+        else if ((v & FZ_STATE) == FZ_ACTIVE)
+            mote__os_uffd_wp(fz.ufd, (void *)page, OS_PAGE, false);
+        else
+            mote__os_uffd_wake(fz.ufd, (void *)page, OS_PAGE);
+        fz_unlock(t, v);
+        return;
+    }
+    /* (the saved sp is stable only while the task is not ACTIVE) */
+    if ((v & FZ_STATE) == FZ_ACTIVE ||
+        page < ((uintptr_t)t->ctx.sp & ~(uintptr_t)(OS_PAGE - 1))) {
+        /* under the lock: no freeze of t can start meanwhile */
+        fz_fill(page, f->write);
+        fz_unlock(t, v);
+        return;
+    }
+    fz_unlock(t, v);
+    mote__freeze_thaw(t, FREEZE_FAULT);
+}
+
+static void *fz_handler(void *arg)
+{
+    (void)arg;
+    mote__os_thread_name("mote-thaw");
+    os_uffd_fault f[32];
+    for (;;) {
+        int w = mote__os_uffd_wait(fz.ufd, fz.stop_fd, -1);
+        if (w < 0 || (w & 2))
+            break;
+        int n;
+        while ((n = mote__os_uffd_read(fz.ufd, f, 32)) > 0)
+            for (int i = 0; i < n; i++)
+                fz_fault(&f[i]);
+    }
+    return NULL;
+}
+
+/* ---- a run ---------------------------------------------------------------------- */
+
+/* A forked child shares the parent's userfaultfd, which names the parent's
+ * memory: it must never use it.  The child's copies of frozen stacks read
+ * as zeros (the kernel does not carry the registration over); only the
+ * thread that forked exists there, and a child that calls mote_run again
+ * starts afresh. */
+static void fz_fork_child(void)
+{
+    if (fz.ufd >= 0)
+        close(fz.ufd);
+    if (fz.stop_fd >= 0)
+        close(fz.stop_fd);
+    fz.ufd = fz.stop_fd = -1;
+    fz.handler_on = false;
+    fz.threshold = -1;
+}
+
+void mote__freeze_start(int64_t threshold_ns, bool explicit, bool mprotect_guards)
+{
+    fz.threshold = -1;
+    fz.off_reason = FREEZE_ON;
+    if (threshold_ns < 0) {
+        fz.off_reason = FREEZE_OFF_CONFIG;
+        return;
+    }
+    if (mprotect_guards) {
+        fz.off_reason = FREEZE_OFF_GUARDS;
+        return;
+    }
+#if defined(MOTE_HAVE_VALGRIND_H)
+    if (RUNNING_ON_VALGRIND) {
+        fz.off_reason = FREEZE_OFF_VALGRIND;
+        return;
+    }
+#endif
+    if (fz.ufd < 0) {
+        static bool atfork_done;
+        if (!atfork_done) {
+            pthread_atfork(NULL, NULL, fz_fork_child);
+            atfork_done = true;
+        }
+        int mode, fd = mote__os_uffd_open(explicit, &mode);
+        if (fd < 0) {
+            fz.off_reason =
+                fd == -EPERM || fd == -EACCES ? FREEZE_OFF_DENIED : FREEZE_OFF_KERNEL;
+            if (explicit)
+                fprintf(stderr,
+                        "mote: MOTE_STACK_FREEZE is set but stacks cannot be frozen here "
+                        "(userfaultfd: %s)\n",
+                        mote_strerror(fd));
+            return;
+        }
+        if (mode == OS_UFFD_USER_ONLY)
+            fprintf(stderr,
+                    "mote: stacks are frozen with a user-mode-only userfaultfd: a "
+                    "system call given a pointer into a frozen stack fails with "
+                    "EFAULT (see README)\n");
+        fz.ufd = fd;
+        fz.mode = mode;
+    }
+    if (fz.stop_fd < 0)
+        fz.stop_fd = mote__os_event_create();
+    /* The handler must never run a program's signal handler. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int r = fz.stop_fd < 0 ? -1 : pthread_create(&fz.handler, NULL, fz_handler, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (r != 0) {
+        fz.off_reason = FREEZE_OFF_KERNEL;
+        return;
+    }
+    fz.handler_on = true;
+    fz.threshold = threshold_ns;
+}
+
+void mote__freeze_stop(void)
+{
+    if (fz.handler_on) {
+        mote__os_event_signal(fz.stop_fd);
+        pthread_join(fz.handler, NULL);
+        mote__os_event_drain(fz.stop_fd);
+        fz.handler_on = false;
+    }
+    fz.threshold = -1;
+}
+
+int64_t mote__freeze_threshold(void) { return fz.threshold; }
+
+bool mote__freeze_forget(task *t)
+{
+    uint8_t v = LOAD(&t->fz, ACQUIRE);
+    mote__assert((v & FZ_STATE) == FZ_ACTIVE || (v & FZ_STATE) == FZ_FROZEN);
+    if ((v & FZ_STATE) != FZ_FROZEN)
+        return false;
+    FETCH_SUB(&fz.bytes, t->fz_img->len, RELAXED);
+    FETCH_SUB(&fz.frozen, 1, RELAXED);
+    mote_free(t->fz_img);
+    t->fz_img = NULL;
+    STORE(&t->fz, FZ_ACTIVE, RELEASE);
+    FETCH_SUB(&mote__freeze_nfrozen, 1, RELAXED);
+    return true;
+}
+
+FZ_NO_SANITIZE static void fz_peek_copy(void *dst, uintptr_t src, size_t len)
+{
+    const volatile unsigned char *s = (const volatile unsigned char *)src;
+    unsigned char *d = dst;
+    for (size_t i = 0; i < len; i++)
+        d[i] = s[i];
+}
+
+bool mote__freeze_peek(const task *ct, uintptr_t addr, void *buf, size_t len)
+{
+    task *t = (task *)ct; /* only its lock bit is written */
+    uintptr_t top = stack_top(&t->stack);
+    if (addr < stack_lo(&t->stack) || addr > top || len > top - addr)
+        return false;
+    if (LOAD(&t->fz, ACQUIRE) & FZ_STATE) {
+        uint8_t v = fz_lock(t);
+        if ((v & FZ_STATE) == FZ_FROZEN) { /* the image cannot go while locked */
+            uintptr_t sp = top - t->fz_img->len;
+            bool ok = addr >= sp; /* below the live part there is nothing */
+            if (ok)
+                memcpy(buf, t->fz_img->bytes + (addr - sp), len);
+            fz_unlock(t, v);
+            return ok;
+        }
+        fz_unlock(t, v);
+    }
+    /* Mapped, or about to be: a read that meets a page a freeze has just
+     * dropped waits for the freezer to put it back (it is wanted). */
+    fz_peek_copy(buf, addr, len);
+    return true;
+}
+
+void mote__freeze_stats(freeze_stats *s)
+{
+    s->mode = fz.threshold >= 0 ? (uint64_t)fz.mode : 0;
+    s->off_reason = (uint64_t)fz.off_reason;
+    s->frozen = LOAD(&fz.frozen, RELAXED); /* published: not FREEZING */
+    s->bytes = LOAD(&fz.bytes, RELAXED);
+    s->freezes = LOAD(&fz.freezes, RELAXED);
+    s->cancelled = LOAD(&fz.cancelled, RELAXED);
+    s->stray = LOAD(&fz.stray, RELAXED);
+    s->ns = LOAD(&fz.ns, RELAXED);
+    s->windows = LOAD(&fz.windows, RELAXED);
+    s->thaw_ns = LOAD(&fz.thaw_ns, RELAXED);
+    for (int i = 0; i < FREEZE_NCAUSE; i++)
+        s->thaws[i] = LOAD(&fz.thaws[i], RELAXED);
+}

@@ -1,0 +1,149 @@
+/*
+ * freeze.h - frozen stacks: a task parked longer than MOTE_STACK_FREEZE has
+ * the live part of its stack (saved stack pointer to slot top) copied into
+ * a compact heap image and its pages given back; the bytes come back at the
+ * same addresses before it runs again and whenever anything touches them,
+ * from any thread and from the kernel (a system call's copy into a frozen
+ * stack waits for the thaw instead of failing).
+ *
+ * The mechanism is userfaultfd (docs/freeze-design.md has the measurements
+ * behind it): a chunk is registered for missing-page and write-protect
+ * faults when its first task freezes; a freeze write-protects the live
+ * pages, copies them, drops them and releases the protection, so a write
+ * racing with it waits in the kernel and is never lost; a thaw maps the
+ * bytes back with one UFFDIO_COPY, which also wakes every thread waiting on
+ * them.  A fault handler thread thaws for everyone but the owner, which
+ * thaws before it resumes the task, and the runtime, which thaws before it
+ * writes into a parked task's frame.
+ *
+ * A task's freeze state is t->fz: the state in the low bits, FZ_WANTED (a
+ * thaw was asked for while freezing: the freezer undoes it) and FZ_LOCK (a
+ * spin bit held only to decide and publish, never across a system call).
+ * Only the owner worker moves ACTIVE -> FREEZING; whoever wins FROZEN ->
+ * THAWING (owner, fault handler, runtime) alone touches the image.
+ *
+ * Deep freeze.  A 2 MiB-aligned window whose slots all hold frozen tasks
+ * is emptied whole: guard markers removed, then one MADV_DONTNEED over it,
+ * which lets the kernel free the window's page table (CONFIG_PT_RECLAIM):
+ * ~512 bytes a task, as much as its image.  Its tasks are marked FZ_DEEP;
+ * a thaw puts the guard back, and until then the fault handler turns an
+ * access to the missing guard into a guard fault (it installs the marker
+ * and lets the access retry).
+ */
+#ifndef MOTE_FREEZE_H
+#define MOTE_FREEZE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "atomic.h"
+#include "task.h"
+
+enum { FZ_ACTIVE = 0, FZ_FREEZING = 1, FZ_FROZEN = 2, FZ_THAWING = 3 };
+#define FZ_STATE  3u
+#define FZ_WANTED 4u
+#define FZ_LOCK   8u
+#define FZ_DEEP   16u /* frozen, and its 2 MiB window was emptied: no guard */
+
+enum freeze_cause { FREEZE_RESUME, FREEZE_RUNTIME, FREEZE_FAULT, FREEZE_NCAUSE };
+
+/* Why freezing is off, for /stacks/freeze/off-reason:enum. */
+enum freeze_off {
+    FREEZE_ON = 0,
+    FREEZE_OFF_CONFIG, /* MOTE_STACK_FREEZE=off */
+    FREEZE_OFF_DENIED, /* no full-mode userfaultfd (privilege, seccomp) */
+    FREEZE_OFF_KERNEL, /* no userfaultfd or no write-protect (ENOSYS ...) */
+    FREEZE_OFF_GUARDS, /* mprotect guards (MOTE_STACK_GUARD=mprotect) */
+    FREEZE_OFF_VALGRIND,
+};
+
+typedef struct fz_image {
+    uint64_t len;                      /* bytes from the saved sp to the top */
+    _Alignas(8) unsigned char bytes[]; /* copied by words */
+} fz_image;
+
+/* Tasks that are not ACTIVE now, process-wide: while it is 0 no check
+ * below costs more than this load. */
+extern uint64_t mote__freeze_nfrozen;
+
+/* At the start of a run: threshold_ns < 0 turns freezing off; explicit says
+ * the user asked for it (then a user-mode-only userfaultfd is accepted,
+ * with a warning).  Starts the fault handler.  Never fails the run. */
+void mote__freeze_start(int64_t threshold_ns, bool explicit, bool mprotect_guards);
+/* At the end of a run, when no task remains: stops the handler. */
+void mote__freeze_stop(void);
+/* ns a task must stay parked to be frozen, or -1 when freezing is off. */
+int64_t mote__freeze_threshold(void);
+
+#define FZ_BATCH 64
+
+/* Tasks whose live stack is larger are not frozen: a task parked deep in
+ * its stack saves little, and the bounce buffers stay small. */
+#define FZ_MAX_LIVE (64u * 1024)
+
+/* Whether parked t may be frozen, by the size of its live stack. */
+static inline bool mote__freeze_fits(const task *t)
+{
+    return stack_top(&t->stack) - (uintptr_t)t->ctx.sp <= FZ_MAX_LIVE;
+}
+
+/* A worker's scratch space for a batch. */
+typedef struct fz_cand {
+    task *t;
+    uintptr_t lo, top; /* the live pages */
+    size_t slot;       /* slot size, for runs of neighbours */
+    fz_image *img;
+    bool taken; /* FREEZING, pages write-protected */
+} fz_cand;
+typedef struct fz_scratch {
+    fz_cand c[FZ_BATCH];
+    struct iovec iov[FZ_BATCH];
+} fz_scratch;
+
+/* The owner worker, between tasks: freezes the candidates (parked, still
+ * waiting, off every list of the worker, sorted by stack address; at most
+ * FZ_BATCH).  Returns how many froze; the others stay as they were. */
+size_t mote__freeze_batch(task *const *cand, size_t n, fz_scratch *scratch);
+
+/* Returns when t's stack is mapped (any thread; cause for the metrics). */
+void mote__freeze_thaw(task *t, enum freeze_cause cause);
+
+/* The owner, before it switches to t. */
+static inline void mote__freeze_resume(task *t)
+{
+    if (__builtin_expect(LOAD(&t->fz, ACQUIRE) & FZ_STATE, 0))
+        mote__freeze_thaw(t, FREEZE_RESUME);
+}
+
+/* The runtime, before it reads or writes a parked task's frame at p (a wait
+ * record, a channel value's destination): thaws its task if frozen, without
+ * the fault handler's round trip.  Correctness does not depend on it: the
+ * access would fault and be thawed anyway. */
+void mote__freeze_touch_slow(const void *p);
+static inline void mote__freeze_touch(const void *p)
+{
+    if (__builtin_expect(LOAD(&mote__freeze_nfrozen, RELAXED) != 0, 0))
+        mote__freeze_touch_slow(p);
+}
+
+/* Reads len bytes at addr of t's stack without thawing it (diagnostics):
+ * from the image when frozen.  false when they cannot be read. */
+bool mote__freeze_peek(const task *t, uintptr_t addr, void *buf, size_t len);
+
+/* t is being destroyed (end of a run): drops its image; true if it was
+ * frozen (its stack's pages are then absent: leave them alone). */
+bool mote__freeze_forget(task *t);
+
+/* Metrics. */
+typedef struct freeze_stats {
+    uint64_t mode;       /* 0 off, 1 full, 2 user-mode-only */
+    uint64_t off_reason; /* enum freeze_off */
+    uint64_t frozen, bytes, freezes, cancelled, stray, ns;
+    uint64_t windows; /* 2 MiB windows emptied, page table and all */
+    uint64_t thaw_ns; /* time spent thawing, every cause */
+    uint64_t thaws[FREEZE_NCAUSE];
+} freeze_stats;
+void mote__freeze_stats(freeze_stats *s);
+
+#endif /* MOTE_FREEZE_H */
