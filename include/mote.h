@@ -17,6 +17,20 @@
  *    when mote_run returns, tasks still blocked on them are discarded and
  *    taken out of their queues; buffered values, counts and the lock state
  *    stay.  A mutex held by a discarded task stays locked.
+ *  - Frozen stacks (MOTE_STACK_FREEZE, on by default where the kernel
+ *    allows it): a task parked longer than the threshold has its stack's
+ *    live bytes moved out and its pages given back.  Pointers into it stay
+ *    valid: any access from any thread, and a system call's copy into or
+ *    out of it, waits the few microseconds it takes to put the bytes back.
+ *    What does not wait: another process's or a debugger's reads
+ *    (process_vm_readv, ptrace: EFAULT/EIO; tools/mote-gdb.py reads the
+ *    copy), a fork()ed child (its copy of a frozen stack reads as zeros
+ *    until it execs), hardware that pins pages (RDMA registrations of a
+ *    buffer on a parked task's stack).  Where only a user-mode-only
+ *    userfaultfd is allowed, freezing is off unless MOTE_STACK_FREEZE is
+ *    set explicitly, and then a system call given a pointer into a frozen
+ *    stack fails with EFAULT; /stacks/freeze/mode:enum says which (0 off,
+ *    1 full, 2 user-mode-only) and /stacks/freeze/off-reason:enum why off.
  */
 #ifndef MOTE_H
 #define MOTE_H

@@ -14,4 +14,13 @@ if(MOTE_GDB AND MOTE_SANITIZE STREQUAL "")
   set_tests_properties(gdb_mote_tasks PROPERTIES TIMEOUT 120
     ENVIRONMENT "MOTE_WORKERS=1"
     PASS_REGULAR_EXPRESSION "task 2 \\(named_one\\) on worker 0: chan receive.*3 tasks.*in wait_here.*in task_entry")
+  # The same with both stacks frozen: read from their images.
+  add_test(NAME gdb_mote_tasks_frozen
+    COMMAND ${MOTE_GDB} -batch -nx
+      -ex "source ${CMAKE_SOURCE_DIR}/tools/mote-gdb.py"
+      -ex "break gdb_marker" -ex "run" -ex "mote-tasks" -ex "mote-bt 2"
+      --args $<TARGET_FILE:gdb_target> frozen)
+  set_tests_properties(gdb_mote_tasks_frozen PROPERTIES TIMEOUT 120
+    ENVIRONMENT "MOTE_WORKERS=1;MOTE_STACK_FREEZE=5ms"
+    PASS_REGULAR_EXPRESSION "task 2 \\(named_one\\) on worker 0: chan receive, stack frozen.*3 tasks.*in wait_here.*in task_entry")
 endif()

@@ -7,7 +7,9 @@
 # Reads the scheduler's own state (`mote__rt`, src/runtime.h), so it needs
 # mote's debug information (the library is always built with -g). Parked
 # tasks are walked by their frame-pointer chain, bounded to their own stack,
-# without touching the process's registers.
+# without touching the process's registers.  A frozen task's stack pages
+# are not there (gdb's reads of them fail: ptrace does not wait for the
+# thaw), so its words are read from its image (src/freeze.h) instead.
 import gdb
 
 
@@ -50,6 +52,31 @@ def _name(t):
     return _symbol(int(t["fn"]))
 
 
+FZ_STATE, FZ_FROZEN, FZ_DEEP = 3, 2, 16
+
+
+def _frozen(t):
+    return (int(t["fz"]) & FZ_STATE) == FZ_FROZEN
+
+
+def _reader(t, top):
+    """A function reading the 8-byte word at an address of t's stack."""
+    ulong = gdb.lookup_type("unsigned long").pointer()
+    if not _frozen(t):
+        return lambda addr: int(gdb.Value(addr).cast(ulong)[0])
+    img = t["fz_img"]
+    n = int(img["len"])
+    base = int(img["bytes"].address.cast(gdb.lookup_type("unsigned long")))
+    sp = top - n
+
+    def read(addr):
+        if addr < sp or addr + 8 > top:
+            raise gdb.MemoryError("below the frozen image")
+        return int(gdb.Value(base + (addr - sp)).cast(ulong)[0])
+
+    return read
+
+
 def _stack_bounds(t):
     word = int(t["stack"]["word"])
     top = word & ~0xFFF
@@ -69,6 +96,8 @@ class MoteTasks(gdb.Command):
             running = int(w["current"]) == int(t)
             why = t["wait_why"].string() if int(t["wait_why"]) != 0 else "runnable"
             state = "running" if running else why
+            if _frozen(t):
+                state += ", stack frozen" + (" (deep)" if int(t["fz"]) & FZ_DEEP else "")
             gdb.write("task %d (%s) on worker %d: %s\n" % (int(t["id"]), _name(t), i, state))
             n += 1
         gdb.write("%d tasks\n" % n)
@@ -89,17 +118,19 @@ class MoteBacktrace(gdb.Command):
                 gdb.write("task %d is running: use bt in its thread\n" % want)
                 return
             lo, hi = _stack_bounds(t)
-            ulong = gdb.lookup_type("unsigned long").pointer()
-            sp = t["ctx"]["sp"].cast(ulong)
-            fp, ret = int(sp[6]), int(sp[7])  # saved rbp, return address
+            word = _reader(t, hi)
+            sp = int(t["ctx"]["sp"].cast(gdb.lookup_type("unsigned long")))
+            fp, ret = word(sp + 48), word(sp + 56)  # saved rbp, return address
             depth = 0
             while ret and depth < 64:
                 gdb.write("#%-2d 0x%016x in %s\n" % (depth, ret, _symbol(ret - 1)))
                 depth += 1
                 if fp < lo or fp + 16 > hi or fp & 7:
                     break
-                frame = gdb.Value(fp).cast(ulong)
-                nxt, ret = int(frame[0]), int(frame[1])
+                try:
+                    nxt, ret = word(fp), word(fp + 8)
+                except gdb.MemoryError:
+                    break
                 if nxt <= fp:
                     break
                 fp = nxt
