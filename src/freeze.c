@@ -113,6 +113,15 @@ static int fz_restore(task *t, const fz_image *img, bool deep)
     return r;
 }
 
+/* FZ_SHORT, FZ_LONG or 0: how the freeze that img records turned out. */
+static uint8_t fz_outcome(const fz_image *img)
+{
+    int64_t ms = (mote__os_coarse_ns() - img->frozen_at) / 1000000;
+    return ms < 3 * (int64_t)img->after_ms    ? FZ_SHORT
+           : ms > 16 * (int64_t)img->after_ms ? FZ_LONG
+                                              : 0;
+}
+
 /* ---- thawing --------------------------------------------------------------- */
 
 void mote__freeze_thaw(task *t, enum freeze_cause cause)
@@ -133,9 +142,10 @@ void mote__freeze_thaw(task *t, enum freeze_cause cause)
             int r = fz_restore(t, img, v & FZ_DEEP);
             FETCH_SUB(&fz.bytes, img->len, RELAXED);
             FETCH_SUB(&fz.frozen, 1, RELAXED);
+            uint8_t outcome = fz_outcome(img);
             mote_free(img);
             t->trim_link = (list_node){NULL, NULL};
-            STORE(&t->fz, FZ_ACTIVE, RELEASE);
+            STORE(&t->fz, FZ_ACTIVE | outcome, RELEASE);
             FETCH_SUB(&mote__freeze_nfrozen, 1, RELAXED);
             FETCH_ADD(&fz.thaws[cause], 1, RELAXED);
             FETCH_ADD(&fz.thaw_ns, (uint64_t)(mote__os_now_ns() - t0), RELAXED);
@@ -153,6 +163,25 @@ void mote__freeze_thaw(task *t, enum freeze_cause cause)
         while (LOAD(&t->fz, ACQUIRE) & FZ_STATE)
             sched_yield();
     }
+}
+
+/* A freeze pays for itself only if the task stays parked well past the
+ * threshold: a task woken soon after its freeze (a periodic timer, a
+ * connection with steady traffic) had its stack copied out and back for
+ * little, and would again.  So, as the trim delay does (trim.c), its
+ * threshold doubles each time that happens, up to 128x, and halves after a
+ * freeze that lasted 16 times it.  The thaw, on whatever thread, marks the
+ * outcome in t->fz; the owner applies it here, before the task runs. */
+void mote__freeze_resume_slow(task *t)
+{
+    if (LOAD(&t->fz, ACQUIRE) & FZ_STATE)
+        mote__freeze_thaw(t, FREEZE_RESUME);
+    uint8_t v = fz_lock(t);
+    if ((v & FZ_SHORT) && t->fz_shift < 7)
+        t->fz_shift++;
+    else if ((v & FZ_LONG) && t->fz_shift > 0)
+        t->fz_shift--;
+    fz_unlock(t, (uint8_t)(v & ~(FZ_SHORT | FZ_LONG)));
 }
 
 void mote__freeze_touch_slow(const void *p)
@@ -249,6 +278,15 @@ static void fz_deepen(const fz_cand *c, size_t m)
     }
 }
 
+/* Whether b continues the write-protect run that a (just below it) is in:
+ * the next slot of the same chunk.  (Spanning the slots of other tasks
+ * between candidates would save ioctls but protect and unprotect those
+ * tasks' pages for nothing; measured, no better.) */
+static bool fz_same_run(const fz_cand *a, const fz_cand *b)
+{
+    return a->chunk == b->chunk && b->top - b->slot == a->top;
+}
+
 size_t mote__freeze_batch(task *const *cand, size_t n, fz_scratch *scratch)
 {
     if (fz.threshold < 0 || n == 0)
@@ -275,14 +313,18 @@ size_t mote__freeze_batch(task *const *cand, size_t n, fz_scratch *scratch)
         }
         fz_unlock(t, FZ_FREEZING);
         FETCH_ADD(&mote__freeze_nfrozen, 1, RELAXED);
-        c[m++] = (fz_cand){
-            t, sp & ~(uintptr_t)(OS_PAGE - 1), top, at.usable + STACK_GUARD, NULL, true};
+        c[m++] = (fz_cand){.t = t,
+                           .lo = sp & ~(uintptr_t)(OS_PAGE - 1),
+                           .top = top,
+                           .slot = at.usable + STACK_GUARD,
+                           .chunk = at.chunk,
+                           .taken = true};
     }
-    /* 2: write-protect each run of neighbouring slots with one ioctl (one
-     * TLB flush a run); from here a writer waits in the kernel. */
+    /* 2: write-protect each run of candidates with one ioctl (one TLB
+     * shootdown a run); from here a writer waits in the kernel. */
     for (size_t i = 0; i < m;) {
         size_t j = i + 1;
-        while (j < m && c[j].top == c[j - 1].top + c[i].slot)
+        while (j < m && fz_same_run(&c[j - 1], &c[j]))
             j++;
         if (mote__os_uffd_wp(fz.ufd, (void *)c[i].lo, c[j - 1].top - c[i].lo, true) != 0)
             for (size_t k = i; k < j; k++)
@@ -302,7 +344,9 @@ size_t mote__freeze_batch(task *const *cand, size_t n, fz_scratch *scratch)
             continue;
         }
         mote__assert(len % 8 == 0);
-        img->len = len;
+        img->len = (uint32_t)len;
+        img->after_ms = (uint32_t)(mote__freeze_after(c[i].t, fz.threshold) / 1000000);
+        img->frozen_at = mote__os_coarse_ns();
         fz_copy_out(img->bytes, sp, len);
         c[i].img = img;
         /* the whole stack: what lies below the live pages (not trimmed,
@@ -319,13 +363,18 @@ size_t mote__freeze_batch(task *const *cand, size_t n, fz_scratch *scratch)
                 c[i].taken = false;
             }
     }
-    /* 5: release the protection (writers retry, and now wait for a thaw of
-     * an absent page, or proceed where nothing was taken). */
+    /* 5: release the protection where pages stayed (writers retry, and
+     * proceed).  Where every page of a run went, nothing is left to
+     * release: a zap drops an anonymous pte's protection with it, and a
+     * writer held on one is woken by the restore its fault asked for (or,
+     * its message read after FROZEN, retries into a thaw). */
     for (size_t i = 0; i < m;) {
         size_t j = i + 1;
-        while (j < m && c[j].top == c[j - 1].top + c[i].slot)
-            j++;
-        mote__os_uffd_wp(fz.ufd, (void *)c[i].lo, c[j - 1].top - c[i].lo, false);
+        bool all = c[i].img != NULL;
+        while (j < m && fz_same_run(&c[j - 1], &c[j]))
+            all &= c[j++].img != NULL;
+        if (!all)
+            mote__os_uffd_wp(fz.ufd, (void *)c[i].lo, c[j - 1].top - c[i].lo, false);
         i = j;
     }
     /* 6: publish FROZEN, or undo what someone wanted back meanwhile. */

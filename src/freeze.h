@@ -45,6 +45,8 @@ enum { FZ_ACTIVE = 0, FZ_FREEZING = 1, FZ_FROZEN = 2, FZ_THAWING = 3 };
 #define FZ_WANTED 4u
 #define FZ_LOCK   8u
 #define FZ_DEEP   16u /* frozen, and its 2 MiB window was emptied: no guard */
+#define FZ_SHORT  32u /* thawed soon after its freeze: raise its threshold */
+#define FZ_LONG   64u /* thawed long after: lower it */
 
 enum freeze_cause { FREEZE_RESUME, FREEZE_RUNTIME, FREEZE_FAULT, FREEZE_NCAUSE };
 
@@ -59,7 +61,9 @@ enum freeze_off {
 };
 
 typedef struct fz_image {
-    uint64_t len;                      /* bytes from the saved sp to the top */
+    uint32_t len;                      /* bytes from the saved sp to the top */
+    uint32_t after_ms;                 /* the task's threshold when it froze */
+    int64_t frozen_at;                 /* coarse clock */
     _Alignas(8) unsigned char bytes[]; /* copied by words */
 } fz_image;
 
@@ -93,6 +97,7 @@ typedef struct fz_cand {
     task *t;
     uintptr_t lo, top; /* the live pages */
     size_t slot;       /* slot size, for runs of neighbours */
+    int chunk;
     fz_image *img;
     bool taken; /* FREEZING, pages write-protected */
 } fz_cand;
@@ -110,10 +115,17 @@ size_t mote__freeze_batch(task *const *cand, size_t n, fz_scratch *scratch);
 void mote__freeze_thaw(task *t, enum freeze_cause cause);
 
 /* The owner, before it switches to t. */
+void mote__freeze_resume_slow(task *t);
 static inline void mote__freeze_resume(task *t)
 {
-    if (__builtin_expect(LOAD(&t->fz, ACQUIRE) & FZ_STATE, 0))
-        mote__freeze_thaw(t, FREEZE_RESUME);
+    if (__builtin_expect(LOAD(&t->fz, ACQUIRE) & (FZ_STATE | FZ_SHORT | FZ_LONG), 0))
+        mote__freeze_resume_slow(t);
+}
+
+/* The ns t must stay parked before its worker freezes it. */
+static inline int64_t mote__freeze_after(const task *t, int64_t threshold)
+{
+    return threshold << t->fz_shift;
 }
 
 /* The runtime, before it reads or writes a parked task's frame at p (a wait

@@ -67,10 +67,11 @@ const mote__option mote__options[OPT_COUNT] = {
                           .max = 3600000000000ull,
                           .def = 1000000000,
                           .def_doc = "1s",
-                          .doc = "how long a task stays parked before its stack is frozen "
-                                 "(copied out, its pages given back, put back when needed), "
-                                 "`off` for never; on only where the kernel allows a full "
-                                 "userfaultfd (see Frozen stacks)",
+                          .doc =
+                              "how long a task stays parked before its stack is frozen "
+                              "(copied out, its pages given back, put back when needed), "
+                              "`off` for never; on only where the kernel allows a full "
+                              "userfaultfd (see Frozen stacks)",
                           .expect = "a duration from 1ms to 1h (500ms, 2s, 1m), or off"},
     [OPT_MEMLIMIT] =
         {.name = "MOTE_MEMLIMIT",

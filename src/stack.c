@@ -395,12 +395,19 @@ static int stack_chunk_index(uintptr_t addr)
     return -1;
 }
 
-static void **stack_owner_slot(const stack_slot *s)
+static size_t stack_slot_index(const stack_slot *s, const stack_chunk **c)
 {
     int i = stack_chunk_index(stack_top(s) - 1);
     mote__assert(i >= 0);
-    const stack_chunk *c = &stack_chunks[i];
-    return &c->owners[(stack_top(s) - 1 - c->base) / c->slot_size];
+    *c = &stack_chunks[i];
+    return (stack_top(s) - 1 - (*c)->base) / (*c)->slot_size;
+}
+
+static void stack_slot_owned(const stack_slot *s, void *owner)
+{
+    const stack_chunk *c;
+    size_t i = stack_slot_index(s, &c);
+    STORE(&c->owners[i], owner, RELEASE);
 }
 
 /* Whether top is in cache's list of class cls (debug checks only). */
@@ -418,7 +425,7 @@ void mote__stack_release(const stack_slot *s, stack_cache *cache)
     uintptr_t top = stack_top(s);
     mote__assert(cls < STACK_NCLASS && top && !(top & (OS_PAGE - 1)));
     mote__assert(cache->in_use > 0);
-    STORE(stack_owner_slot(s), NULL, RELEASE);
+    stack_slot_owned(s, NULL);
     mote__assert_expensive(!stack_cache_holds(cache, cls, top));
     STACK_LINK(top) = cache->head[cls];
     cache->head[cls] = top;
@@ -431,7 +438,7 @@ void mote__stack_release(const stack_slot *s, stack_cache *cache)
 void mote__stack_abandon(const stack_slot *s, stack_cache *cache)
 {
     mote__assert(cache->in_use > 0);
-    STORE(stack_owner_slot(s), NULL, RELEASE);
+    stack_slot_owned(s, NULL);
     STORE(&cache->in_use, cache->in_use - 1, RELAXED);
 }
 
@@ -445,7 +452,7 @@ void mote__stack_cache_drain(stack_cache *cache)
 void mote__stack_set_owner(const stack_slot *s, void *owner)
 {
     ((void **)stack_top(s))[-1] = owner;
-    STORE(stack_owner_slot(s), owner, RELEASE);
+    stack_slot_owned(s, owner);
 }
 
 bool mote__stack_locate(uintptr_t addr, stack_where *out)

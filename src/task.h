@@ -49,25 +49,26 @@ struct task { /* ordered to pack: 160 bytes in a plain build */
     void *arg;
     const char *name;
     stack_slot stack;
-    list_node all_link;  /* the worker's list of started tasks */
+    list_node all_link; /* the worker's list of started tasks */
     union {
         list_node trim_link;     /* the worker's trim candidates (parked) */
         struct fz_image *fz_img; /* frozen: its live bytes (freeze.c) */
     };
-    int64_t parked_at;   /* atomic: clock at the last park, or when the
+    int64_t parked_at; /* atomic: clock at the last park, or when the
                                netpoller readied it (io_woken) */
     uint32_t timer_idx;
     bool started;
     bool is_main; /* its return ends the run */
     bool trim_queued;
-    bool hw_sample;   /* started on a trimmed stack: measure it */
-    int8_t hw_bucket; /* last measured high water, -1 unknown */
-    bool io_woken;    /* readied by the netpoller: parked_at is then
+    bool hw_sample;         /* started on a trimmed stack: measure it */
+    int8_t hw_bucket;       /* last measured high water, -1 unknown */
+    bool io_woken;          /* readied by the netpoller: parked_at is then
                                when (wake-up latency metric) */
     uint8_t trim_shift : 3; /* its trim delay is the base << this (trim.c) */
     uint8_t trimmed : 1;    /* trimmed since it parked; still a freeze candidate */
+    uint8_t fz_shift : 3;   /* its freeze threshold is MOTE_STACK_FREEZE << this */
     uint8_t fz;             /* atomic: freeze state and lock bits (freeze.h) */
-    sanfiber_ctx san; /* sanitizer and valgrind stack state */
+    sanfiber_ctx san;       /* sanitizer and valgrind stack state */
 };
 
 /* Allocates a task that will run on a stack of class cls.  0 or -ENOMEM. */

@@ -25,8 +25,8 @@
 #define TRIM_DECAY_PERIOD (1000 * 1000000LL) /* pool decay */
 #define TRIM_SCAN_MAX     4096               /* candidates looked at per call */
 #define TRIM_SAMPLE_EVERY 256
-/* Freezes per pass while tasks wait to run: ~1 ms of a worker here. */
-#define TRIM_FREEZE_BUSY  32
+/* Freezes per pass while tasks wait to run. */
+#define TRIM_FREEZE_BUSY  16
 /* Bytes at the top of a sampled stack left as they are when it is zeroed:
  * the slot's own words and the first frame (arch_ctx_init) live there. */
 #define TRIM_TOP_KEEP     256
@@ -284,10 +284,13 @@ void mote__trim_run(trim_state *s, stack_cache *cache, task *current, int64_t no
              * must not keep a long sleeper resident). */
             int64_t parked = LOAD(&t->parked_at, RELAXED);
             bool can_freeze = s->freeze_after >= 0 && mote__freeze_fits(t);
-            int64_t fdue = can_freeze ? parked + s->freeze_after : INT64_MAX;
+            int64_t fdue =
+                can_freeze ? parked + mote__freeze_after(t, s->freeze_after) : INT64_MAX;
             int64_t tdue = t->trimmed ? INT64_MAX : parked + delay;
-            if (now >= fdue && s->busy && nfrozen >= TRIM_FREEZE_BUSY) {
-                next = now; /* tasks are waiting to run: the rest later */
+            if (now >= fdue && nfrozen >= (s->busy ? TRIM_FREEZE_BUSY : FZ_BATCH)) {
+                /* one batch a pass (~1-5 ms here), fewer while tasks wait
+                 * to run: timers and ready tasks go first, the rest later */
+                next = now;
             } else if (now >= fdue) {
                 trim_unlink(s, t);
                 s->freeze[s->nfreeze++] = t;
