@@ -15,6 +15,7 @@
 #define MOTE_SANFIBER_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -56,6 +57,17 @@ typedef struct sanfiber_ctx {
     char unused_; /* C forbids an empty struct */
 #endif
 } sanfiber_ctx;
+
+/* Whether the program runs under valgrind (which counts memory below a
+ * stack's pointer as dead, so the depth sampling must not read it). */
+static inline bool sanfiber_on_valgrind(void)
+{
+#ifdef SANFIBER_VALGRIND
+    return RUNNING_ON_VALGRIND != 0;
+#else
+    return false;
+#endif
+}
 
 /* The worker thread's own context: its stack and current fiber. */
 static inline void sanfiber_thread_init(sanfiber_ctx *c)
