@@ -2,11 +2,14 @@
  * workers; every task runs exactly once to completion, none is lost. */
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "mote.h"
 
 #define N TEST_SCALE(100000, 10)
+
+TEST_SETUP { setenv("MOTE_WORKERS", "4", 1); /* more workers than CPUs: real races */ }
 static atomic_int ran, finished;
 static unsigned char seen[100000];
 
@@ -34,22 +37,17 @@ static void spawner(void *arg)
     }
 }
 
-static void main_task(void *arg)
+TEST_TASK(every_task_runs_exactly_once)
 {
-    (void)arg;
+    atomic_store(&ran, 0);
+    atomic_store(&finished, 0);
+    memset(seen, 0, sizeof seen);
     for (intptr_t s = 0; s < 10; s++)
         CHECK_EQ(mote_go(spawner, (void *)(s * (N / 10))), 0);
-    while (atomic_load(&finished) < N)
-        mote_sleep(1000000);
+    WAIT_UNTIL(atomic_load(&finished) == N, 120);
     CHECK_EQ(atomic_load(&ran), N);
     for (int i = 0; i < N; i++)
         CHECK(seen[i] == 1);
 }
 
-int main(void)
-{
-    setenv("MOTE_WORKERS", "4", 1); /* more workers than CPUs: real races */
-    CHECK_EQ(mote_run(main_task, NULL), 0);
-    TEST_PASS("test_stress");
-    return 0;
-}
+TEST_MAIN()
