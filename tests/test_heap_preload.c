@@ -405,7 +405,7 @@ static void preload_cleanup(void)
 
 TEST(malloc_api_dlopen_stats_settings_and_limit_under_preload)
 {
-    const char *why;
+    const char *why = NULL;
     if (!preload_setup(&why))
         TEST_SKIP(why);
     char self[512];
@@ -420,7 +420,7 @@ TEST(malloc_api_dlopen_stats_settings_and_limit_under_preload)
 /* The program's case: same output under glibc and under mote. */
 #define PROGRAM_CASE(name)                       \
     do {                                         \
-        const char *why;                         \
+        const char *why = NULL;                  \
         if (!preload_setup(&why))                \
             TEST_SKIP(why);                      \
         int rc = outer_program(name);            \
