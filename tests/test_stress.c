@@ -9,8 +9,11 @@
 
 #define N TEST_SCALE(100000, 10)
 
-TEST_SETUP { setenv("MOTE_WORKERS", "4", 1); /* more workers than CPUs: real races */ }
+/* more workers than CPUs: real races */
+TEST_SETUP { setenv("MOTE_WORKERS", "4", 1); }
+
 static atomic_int ran, finished;
+static mote_wg all_done = MOTE_WG_INIT;
 static unsigned char seen[100000];
 
 static void leaf(void *arg)
@@ -24,6 +27,7 @@ static void leaf(void *arg)
     if (i % 7 == 0)
         CHECK_EQ(mote_sleep((i % 13) * 1000), 0);
     atomic_fetch_add(&finished, 1);
+    CHECK_EQ(mote_wg_done(&all_done), 0);
 }
 
 /* Spawners spawn from inside tasks on every worker. */
@@ -42,9 +46,11 @@ TEST_TASK(every_task_runs_exactly_once)
     atomic_store(&ran, 0);
     atomic_store(&finished, 0);
     memset(seen, 0, sizeof seen);
+    CHECK_EQ(mote_wg_add(&all_done, N), 0);
     for (intptr_t s = 0; s < 10; s++)
         CHECK_EQ(mote_go(spawner, (void *)(s * (N / 10))), 0);
-    WAIT_UNTIL(atomic_load(&finished) == N, 120);
+    CHECK_EQ(mote_wg_wait(&all_done), 0);
+    CHECK_EQ(atomic_load(&finished), N);
     CHECK_EQ(atomic_load(&ran), N);
     for (int i = 0; i < N; i++)
         CHECK(seen[i] == 1);
