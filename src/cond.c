@@ -50,8 +50,8 @@ int mote_cond_timedwait(mote_cond *c, mote_mutex *m, int64_t ns)
 {
     if (!c || !m)
         return -EINVAL;
-    if (!mote__self())
-        return -EPERM;
+    if (!mote__self() || !mutex_is_locked(m))
+        return -EPERM; /* misuse wins over the timeout, whatever ns is */
     if (ns <= 0)
         return -ETIMEDOUT;
     return cond_wait(c, m, mote__park_deadline(ns));

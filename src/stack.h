@@ -103,7 +103,7 @@ size_t mote__stack_window(int chunk, uintptr_t lo, uintptr_t hi, void **owners,
 bool mote__stack_chunk_claim(int chunk, uintptr_t *base, size_t *len);
 
 /* Async-signal-safe: if addr is in some slot's guard, its owner pointer
- * (as stored by stack_set_owner) and usable size; else false. */
+ * (as stored by mote__stack_set_owner) and usable size; else false. */
 bool mote__stack_guard_hit(uintptr_t addr, void **owner, size_t *size);
 
 /* The slot after top in a cache's list (0 at the end). */

@@ -24,25 +24,24 @@
 /* Divides a workload size under sanitizers. */
 #define TEST_SCALE(n, div) (TEST_SANITIZED ? ((n) / (div) ? (n) / (div) : 1) : (n))
 
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
-                    #cond);                                                  \
-            fflush(stderr);                                                  \
-            _exit(1);                                                        \
-        }                                                                    \
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+            fflush(stderr);                                                          \
+            _exit(1);                                                                \
+        }                                                                            \
     } while (0)
 
-#define CHECK_EQ(a, b)                                                       \
-    do {                                                                     \
-        long long check_a_ = (long long)(a), check_b_ = (long long)(b);      \
-        if (check_a_ != check_b_) {                                          \
-            fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld vs %lld)\n", \
-                    __FILE__, __LINE__, #a, #b, check_a_, check_b_);         \
-            fflush(stderr);                                                  \
-            _exit(1);                                                        \
-        }                                                                    \
+#define CHECK_EQ(a, b)                                                                  \
+    do {                                                                                \
+        long long check_a_ = (long long)(a), check_b_ = (long long)(b);                 \
+        if (check_a_ != check_b_) {                                                     \
+            fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld vs %lld)\n", __FILE__, \
+                    __LINE__, #a, #b, check_a_, check_b_);                              \
+            fflush(stderr);                                                             \
+            _exit(1);                                                                   \
+        }                                                                               \
     } while (0)
 
 #include <unistd.h>
@@ -58,6 +57,9 @@
  * TEST_MAIN().  CMake registers one ctest per case ("file.case", found by
  * matching these macros at the start of a line), run as `file case`;
  * `file` alone runs every case in order, `file --list` lists them.
+ *
+ * TEST_SKIP("why") in a case's body ends it as skipped: exit status 77
+ * (ctest's SKIP) when the case runs alone, a note when every case runs.
  */
 #include "mote.h"
 
@@ -70,6 +72,13 @@ typedef struct test_case {
 #define TEST_MAX_CASES 256
 static test_case test_cases[TEST_MAX_CASES];
 static int test_ncases;
+static const char *test_skip_why;
+
+#define TEST_SKIP(why)         \
+    do {                       \
+        test_skip_why = (why); \
+        return;                \
+    } while (0)
 static void (*test_setup_hook)(void);
 static void (*test_task_fn)(void);
 
@@ -82,21 +91,21 @@ static inline void test_register(const char *name, void (*fn)(void), int in_task
     test_cases[test_ncases++] = (test_case){name, fn, in_task};
 }
 
-#define TEST_DEFINE_(name, in_task)                                           \
-    static void name(void);                                                  \
-    __attribute__((constructor)) static void test_reg_##name(void)           \
-    {                                                                        \
-        test_register(#name, name, in_task);                                 \
-    }                                                                        \
+#define TEST_DEFINE_(name, in_task)                                \
+    static void name(void);                                        \
+    __attribute__((constructor)) static void test_reg_##name(void) \
+    {                                                              \
+        test_register(#name, name, in_task);                       \
+    }                                                              \
     static void name(void)
-#define TEST(name) TEST_DEFINE_(name, 0)
+#define TEST(name)      TEST_DEFINE_(name, 0)
 #define TEST_TASK(name) TEST_DEFINE_(name, 1)
-#define TEST_SETUP                                                            \
-    static void test_setup_fn(void);                                         \
-    __attribute__((constructor)) static void test_setup_reg(void)            \
-    {                                                                        \
-        test_setup_hook = test_setup_fn;                                     \
-    }                                                                        \
+#define TEST_SETUP                                                \
+    static void test_setup_fn(void);                              \
+    __attribute__((constructor)) static void test_setup_reg(void) \
+    {                                                             \
+        test_setup_hook = test_setup_fn;                          \
+    }                                                             \
     static void test_setup_fn(void)
 
 static inline void test_task_trampoline(void *arg)
@@ -130,6 +139,14 @@ static inline int test_harness_main(int argc, char **argv)
         } else {
             c->fn();
         }
+        if (test_skip_why) {
+            printf("%s: skipped: %s\n", c->name, test_skip_why);
+            fflush(stdout);
+            test_skip_why = NULL;
+            if (argc > 1)
+                return 77;
+            continue;
+        }
         printf("%s: ok\n", c->name);
         fflush(stdout);
         ran++;
@@ -141,18 +158,14 @@ static inline int test_harness_main(int argc, char **argv)
     return 0;
 }
 
-#define TEST_MAIN()                                                           \
-    int main(int argc, char **argv)                                          \
-    {                                                                        \
-        return test_harness_main(argc, argv);                                      \
-    }
+#define TEST_MAIN() \
+    int main(int argc, char **argv) { return test_harness_main(argc, argv); }
 
 #include <sys/wait.h>
 
 /* Runs fn in a forked child with stderr captured into buf (NUL-ended);
  * returns the child's wait status. */
-static inline int test_fork_capture(void (*fn)(void *), void *arg, char *buf,
-                                    size_t len)
+static inline int test_fork_capture(void (*fn)(void *), void *arg, char *buf, size_t len)
 {
     int p[2];
     CHECK(pipe(p) == 0);
@@ -179,6 +192,61 @@ static inline int test_fork_capture(void (*fn)(void *), void *arg, char *buf,
     int status = 0;
     CHECK(waitpid(pid, &status, 0) == pid);
     return status;
+}
+
+/* A metric that must exist. */
+static inline uint64_t test_metric(const char *name)
+{
+    uint64_t v = 0;
+    if (mote_metric(name, &v) != 0) {
+        fprintf(stderr, "no metric %s\n", name);
+        _exit(1);
+    }
+    return v;
+}
+
+/* Waits (parking when called from a task) until cond holds; fails the test
+ * when it still does not after secs seconds.  For conditions that a correct
+ * runtime makes true soon: the bound is there only so that a bug fails
+ * instead of hanging, so make it generous. */
+#define WAIT_UNTIL(cond, secs)                                                      \
+    do {                                                                            \
+        int64_t wait_end_ = mote_now() + (int64_t)(secs)*1000000000;                \
+        int64_t wait_ns_ = 50 * 1000; /* doubles up to 5 ms */                      \
+        while (!(cond)) {                                                           \
+            if (mote_now() > wait_end_) {                                           \
+                fprintf(stderr, "%s:%d: still not true after %d s: %s\n", __FILE__, \
+                        __LINE__, (int)(secs), #cond);                              \
+                fflush(stderr);                                                     \
+                _exit(1);                                                           \
+            }                                                                       \
+            if (mote_id())                                                          \
+                mote_sleep(wait_ns_);                                               \
+            else                                                                    \
+                usleep((useconds_t)(wait_ns_ / 1000));                              \
+            if (wait_ns_ < 5 * 1000 * 1000)                                         \
+                wait_ns_ *= 2;                                                      \
+        }                                                                           \
+    } while (0)
+
+/* Calls mote_run(fn, arg) with var set to val (NULL: unset) and puts var
+ * back as it was afterwards, so cases stay independent of their order. */
+static inline int test_run_env(const char *var, const char *val, mote_fn fn, void *arg)
+{
+    const char *old = getenv(var);
+    char *saved = old ? strdup(old) : NULL;
+    if (val)
+        setenv(var, val, 1);
+    else
+        unsetenv(var);
+    int r = mote_run(fn, arg);
+    if (saved) {
+        setenv(var, saved, 1);
+        free(saved);
+    } else {
+        unsetenv(var);
+    }
+    return r;
 }
 
 #endif

@@ -32,7 +32,9 @@ static void m(void *a)
     o.name = "named_one";
     mote_go_ex(worker_fn, 0, &o);
     mote_go(worker_fn, 0);
-    mote_sleep(20000000);
+    uint64_t blocked = 0;
+    while (mote_metric("/tasks/blocked:tasks", &blocked) == 0 && blocked < 2)
+        mote_sleep(1000000);
     uint64_t frozen = 0;
     for (int i = 0; want_frozen && frozen < 2 && i < 1000; i++) {
         mote_sleep(10000000);

@@ -1,10 +1,11 @@
 # Extra registrations for the allocator's tests (issue 4).
 #
 # test_heap_preload runs whole programs under LD_PRELOAD=libmote-malloc.so
-# and compares their output with glibc's.  It needs the .so and a small
+# and compares their output with glibc's, one case per program (registered
+# as every case is, by tests/CMakeLists.txt).  It needs the .so and a small
 # library to dlopen (heap_dso, generated here: tests/ holds only test_*.c).
 # Real programs: python3, sqlite3, git, cmake (Debian packages of the same
-# names); a test exits 77 (SKIP) only when its program is not installed, or
+# names); a case exits 77 (SKIP) only when its program is not installed, or
 # in a sanitizer build, where the sanitizer owns malloc.
 if(TARGET test_heap_preload)
   file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/heap_dso.c
@@ -20,15 +21,12 @@ if(TARGET test_heap_preload)
   target_compile_options(test_heap_preload PRIVATE -fno-builtin)
   target_compile_definitions(test_heap_preload PRIVATE
     MOTE_MALLOC_SO="$<TARGET_FILE:mote-malloc>" HEAP_DSO="$<TARGET_FILE:heap_dso>")
-  foreach(prog python3 sqlite3 git cmake)
-    add_test(NAME test_heap_preload_${prog} COMMAND test_heap_preload ${prog})
-    set_tests_properties(test_heap_preload_${prog} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
-  endforeach()
 endif()
 
 # A forked child of a threaded parent may start the allocator's scavenger
 # thread (a long-lived child needs one). TSan refuses new threads after such
 # a fork unless told that the program means it.
 if(TARGET test_heap_fork AND MOTE_SANITIZE STREQUAL "thread")
-  set_tests_properties(test_heap_fork PROPERTIES ENVIRONMENT "TSAN_OPTIONS=die_after_fork=0")
+  set_tests_properties(${MOTE_TESTS_test_heap_fork} PROPERTIES
+    ENVIRONMENT "TSAN_OPTIONS=die_after_fork=0")
 endif()

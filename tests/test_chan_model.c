@@ -16,7 +16,8 @@
  *    received, every send that returned 0 must be, receivers see
  *    MOTE_ECLOSED only after draining.
  *
- * The seed is printed; MODEL_SEED=<n> replays a sequential run.
+ * Each case prints its seed; MODEL_SEED=<n> replays it (exactly for the
+ * sequential model, the same choices for the concurrent ones).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -36,10 +37,7 @@ static uint64_t rng_next(uint64_t *s)
     return *s = x;
 }
 
-static uint32_t rng_below(uint64_t *s, uint32_t n)
-{
-    return (uint32_t)(rng_next(s) % n);
-}
+static uint32_t rng_below(uint64_t *s, uint32_t n) { return (uint32_t)(rng_next(s) % n); }
 
 /* ---- 1. sequential model ---- */
 
@@ -92,7 +90,7 @@ static void test_sequential(uint64_t seed)
                 CHECK_EQ(r, -EAGAIN);
         } else if (op < 81) { /* close, or reopen a fresh channel */
             if (m->closed && m->n == 0 && rng_below(&rs, 2)) {
-                mote_chan_free(ch[i]);
+                CHECK_EQ(mote_chan_free(ch[i]), 0);
                 memset(m, 0, sizeof *m);
                 m->cap = 1 + (int)rng_below(&rs, SQ_MAXCAP);
                 ch[i] = mote_chan_make(sizeof(long), (size_t)m->cap);
@@ -110,8 +108,8 @@ static void test_sequential(uint64_t seed)
             for (int k = 0; k < SQ_CHANS; k++) {
                 int use = (int)rng_below(&rs, 3); /* 0 NULL, 1 recv, 2 send */
                 vals[k] = use == 2 ? next_val++ : -1;
-                cs[k] = (mote_case){use ? ch[k] : NULL,
-                                    use == 2 ? MOTE_SEND : MOTE_RECV, &vals[k], 7};
+                cs[k] = (mote_case){use ? ch[k] : NULL, use == 2 ? MOTE_SEND : MOTE_RECV,
+                                    &vals[k], 7};
                 if (use == 1 && (mc[k].n > 0 || mc[k].closed))
                     ready++;
                 if (use == 2 && (mc[k].closed || mc[k].n < mc[k].cap))
@@ -146,7 +144,7 @@ static void test_sequential(uint64_t seed)
         }
     }
     for (int i = 0; i < SQ_CHANS; i++)
-        mote_chan_free(ch[i]);
+        CHECK_EQ(mote_chan_free(ch[i]), 0);
 }
 
 /* ---- 2. and 3. concurrent model ---- */
@@ -163,8 +161,8 @@ typedef struct msg {
 typedef struct world {
     mote_chan *ch[NCH];
     long per_prod;
-    int close_early;        /* phase 3: close while traffic flows */
-    int mode;               /* which side blocks in plain ops (see below) */
+    int close_early; /* phase 3: close while traffic flows */
+    int mode;        /* which side blocks in plain ops (see below) */
     /* per producer: the outcome of each seq (0 unsent, 1 sent, 2 closed) */
     unsigned char *sent[NPROD];
     /* per producer: how many times each seq was received */
@@ -239,7 +237,7 @@ static void producer(void *arg)
             break; /* in phase 3 every channel closes at once */
         }
     }
-    mote_wg_done(&w->prod_done);
+    CHECK_EQ(mote_wg_done(&w->prod_done), 0);
 }
 
 static void consumer(void *arg)
@@ -276,8 +274,7 @@ static void consumer(void *arg)
             mote_case cs[NCH];
             msg ms[NCH];
             for (int k = 0; k < NCH; k++)
-                cs[k] = (mote_case){closed[k] ? NULL : w->ch[k], MOTE_RECV,
-                                    &ms[k], 0};
+                cs[k] = (mote_case){closed[k] ? NULL : w->ch[k], MOTE_RECV, &ms[k], 0};
             int64_t to = op == 9 ? (int64_t)rng_below(&rs, 300) * 1000 : -1;
             int k = mote_select(cs, NCH, to);
             if (k == -ETIMEDOUT || k == -EAGAIN)
@@ -298,12 +295,11 @@ static void consumer(void *arg)
         CHECK_EQ(m.chan, c);
         CHECK(m.seq > last[m.prod][c]);
         last[m.prod][c] = m.seq;
-        unsigned char g = __atomic_add_fetch(&w->got[m.prod][m.seq], 1,
-                                             __ATOMIC_RELAXED);
+        unsigned char g = __atomic_add_fetch(&w->got[m.prod][m.seq], 1, __ATOMIC_RELAXED);
         CHECK_EQ(g, 1);
         __atomic_add_fetch(&w->nrecv, 1, __ATOMIC_RELAXED);
     }
-    mote_wg_done(&w->cons_done);
+    CHECK_EQ(mote_wg_done(&w->cons_done), 0);
 }
 
 static void run_world(uint64_t seed, int close_early, int mode)
@@ -321,8 +317,8 @@ static void run_world(uint64_t seed, int close_early, int mode)
         w.got[p] = calloc((size_t)w.per_prod, 1);
     }
     void *args[NPROD + NCONS][2];
-    mote_wg_add(&w.prod_done, NPROD);
-    mote_wg_add(&w.cons_done, NCONS);
+    CHECK_EQ(mote_wg_add(&w.prod_done, NPROD), 0);
+    CHECK_EQ(mote_wg_add(&w.cons_done, NCONS), 0);
     for (int i = 0; i < NCONS; i++) {
         args[NPROD + i][0] = &w;
         args[NPROD + i][1] = (void *)(uintptr_t)i;
@@ -339,13 +335,13 @@ static void run_world(uint64_t seed, int close_early, int mode)
             mote_yield();
         for (int c = 0; c < NCH; c++)
             CHECK_EQ(mote_chan_close(w.ch[c]), 0);
-        mote_wg_wait(&w.prod_done);
+        CHECK_EQ(mote_wg_wait(&w.prod_done), 0);
     } else {
-        mote_wg_wait(&w.prod_done);
+        CHECK_EQ(mote_wg_wait(&w.prod_done), 0);
         for (int c = 0; c < NCH; c++)
             CHECK_EQ(mote_chan_close(w.ch[c]), 0);
     }
-    mote_wg_wait(&w.cons_done);
+    CHECK_EQ(mote_wg_wait(&w.cons_done), 0);
 
     long sent = 0, closed = 0;
     for (int p = 0; p < NPROD; p++) {
@@ -353,9 +349,10 @@ static void run_world(uint64_t seed, int close_early, int mode)
             unsigned char st = w.sent[p][s], g = w.got[p][s];
             if (st == 1) {
                 if (g != 1)
-                    fprintf(stderr, "seed %llu: message (%d,%ld) sent, "
-                            "received %d times\n", (unsigned long long)seed,
-                            p, s, g);
+                    fprintf(stderr,
+                            "seed %llu: message (%d,%ld) sent, "
+                            "received %d times\n",
+                            (unsigned long long)seed, p, s, g);
                 CHECK_EQ(g, 1);
                 sent++;
             } else {
@@ -369,40 +366,53 @@ static void run_world(uint64_t seed, int close_early, int mode)
     CHECK_EQ(sent, w.nsent);
     CHECK_EQ(sent, w.nrecv);
     printf("concurrent mode %d%s: %ld messages delivered exactly once, %ld "
-           "refused by close\n", mode, close_early ? " (close mid-flight)" : "",
-           sent, closed);
+           "refused by close\n",
+           mode, close_early ? " (close mid-flight)" : "", sent, closed);
     if (close_early && closed == 0) /* possible, if unlikely: not a bug */
         printf("note: every send completed before the close\n");
     for (int c = 0; c < NCH; c++) {
         CHECK_EQ(mote_chan_len(w.ch[c]), 0);
-        mote_chan_free(w.ch[c]);
+        CHECK_EQ(mote_chan_free(w.ch[c]), 0);
     }
 }
 
-static uint64_t seed;
-
-static void test_main(void *arg)
-{
-    (void)arg;
-    test_sequential(seed);
-    printf("sequential model: ok\n");
-    for (int mode = 0; mode < 2; mode++) {
-        run_world(seed + (uint64_t)mode, 0, mode);
-        run_world(seed + 100 + (uint64_t)mode, 1, mode);
-    }
-}
-
-int main(void)
+TEST_SETUP
 {
     /* several workers even on a small machine: cross-worker wake-ups */
     setenv("MOTE_WORKERS", "4", 0);
+}
+
+static uint64_t case_seed(void)
+{
     const char *s = getenv("MODEL_SEED");
-    seed = s ? strtoull(s, NULL, 10) : (uint64_t)mote_now();
+    uint64_t seed = s ? strtoull(s, NULL, 10) : (uint64_t)mote_now();
     if (seed == 0)
         seed = 1;
     printf("MODEL_SEED=%llu\n", (unsigned long long)seed);
     fflush(stdout);
-    CHECK_EQ(mote_run(test_main, NULL), 0);
-    TEST_PASS("test_chan_model");
-    return 0;
+    return seed;
 }
+
+TEST_TASK(sequential_ops_match_reference_model) { test_sequential(case_seed()); }
+
+TEST_TASK(plain_senders_and_selecting_receivers_deliver_exactly_once)
+{
+    run_world(case_seed(), 0, 0);
+}
+
+TEST_TASK(selecting_senders_and_plain_receivers_deliver_exactly_once)
+{
+    run_world(case_seed(), 0, 1);
+}
+
+TEST_TASK(close_mid_flight_with_plain_senders_loses_nothing)
+{
+    run_world(case_seed(), 1, 0);
+}
+
+TEST_TASK(close_mid_flight_with_plain_receivers_loses_nothing)
+{
+    run_world(case_seed(), 1, 1);
+}
+
+TEST_MAIN()

@@ -14,6 +14,8 @@
 
 enum { PAIRS = 4 };
 
+TEST_SETUP { setenv("MOTE_WORKERS", "4", 0); }
+
 typedef struct race {
     mote_chan *c;
     long n;
@@ -38,7 +40,7 @@ static void race_sender(void *arg)
             CHECK(k == -ETIMEDOUT || k == -EAGAIN);
     }
     CHECK_EQ(mote_chan_close(r->c), 0);
-    mote_wg_done(&r->wg);
+    CHECK_EQ(mote_wg_done(&r->wg), 0);
 }
 
 static void race_receiver(void *arg)
@@ -61,27 +63,27 @@ static void race_receiver(void *arg)
         r->received++;
         r->sum_received += v;
     }
-    mote_wg_done(&r->wg);
+    CHECK_EQ(mote_wg_done(&r->wg), 0);
 }
 
-static void test_timeout_races(void)
+TEST_TASK(select_timeouts_racing_peers_lose_and_double_nothing)
 {
     static race rs[PAIRS];
     for (int i = 0; i < PAIRS; i++) {
         memset(&rs[i], 0, sizeof rs[i]);
         rs[i].c = mote_chan_make(sizeof(long), (size_t)(i % 2)); /* 0 and 1 */
         rs[i].n = TEST_SCALE(20000, 10);
-        mote_wg_add(&rs[i].wg, 2);
+        CHECK_EQ(mote_wg_add(&rs[i].wg, 2), 0);
         CHECK_EQ(mote_go(race_receiver, &rs[i]), 0);
         CHECK_EQ(mote_go(race_sender, &rs[i]), 0);
     }
     long total = 0;
     for (int i = 0; i < PAIRS; i++) {
-        mote_wg_wait(&rs[i].wg);
+        CHECK_EQ(mote_wg_wait(&rs[i].wg), 0);
         CHECK_EQ(rs[i].sent, rs[i].received);
         CHECK_EQ(rs[i].sum_sent, rs[i].sum_received);
         total += rs[i].received;
-        mote_chan_free(rs[i].c);
+        CHECK_EQ(mote_chan_free(rs[i].c), 0);
     }
     printf("timeout races: %ld values crossed, none lost or doubled\n", total);
 }
@@ -100,16 +102,16 @@ static void ponger(void *arg)
         v++;
         CHECK_EQ(mote_chan_send(p->pong, &v), 0);
     }
-    mote_wg_done(&p->wg);
+    CHECK_EQ(mote_wg_done(&p->wg), 0);
 }
 
-static void test_ping_pong(void)
+TEST_TASK(ping_pong_across_workers_keeps_every_reply)
 {
     static pp p;
     p.ping = mote_chan_make(sizeof(long), 0);
     p.pong = mote_chan_make(sizeof(long), 0);
     p.n = TEST_SCALE(100000, 10);
-    mote_wg_add(&p.wg, 2);
+    CHECK_EQ(mote_wg_add(&p.wg, 2), 0);
     CHECK_EQ(mote_go(ponger, &p), 0);
     CHECK_EQ(mote_go(ponger, &p), 0); /* two pongers share the channels */
     for (long i = 0; i < p.n; i++) {
@@ -118,10 +120,10 @@ static void test_ping_pong(void)
         CHECK_EQ(mote_chan_recv(p.pong, &v), 0);
         CHECK_EQ(v, i * 2 + 1);
     }
-    mote_chan_close(p.ping);
-    mote_wg_wait(&p.wg);
-    mote_chan_free(p.ping);
-    mote_chan_free(p.pong);
+    CHECK_EQ(mote_chan_close(p.ping), 0);
+    CHECK_EQ(mote_wg_wait(&p.wg), 0);
+    CHECK_EQ(mote_chan_free(p.ping), 0);
+    CHECK_EQ(mote_chan_free(p.pong), 0);
 }
 
 typedef struct herd {
@@ -135,22 +137,23 @@ static void herd_member(void *arg)
     herd *h = arg;
     CHECK_EQ(mote_chan_recv(h->gate, NULL), MOTE_ECLOSED);
     __atomic_add_fetch(&h->woke, 1, __ATOMIC_RELAXED);
-    mote_wg_done(&h->wg);
+    CHECK_EQ(mote_wg_done(&h->wg), 0);
 }
 
-static void test_herd(void)
+TEST_TASK(close_wakes_a_thousand_blocked_receivers)
 {
     static herd h;
     int n = TEST_SCALE(1000, 4);
     h.gate = mote_chan_make(0, 0);
-    mote_wg_add(&h.wg, n);
+    CHECK_EQ(mote_wg_add(&h.wg, n), 0);
     for (int i = 0; i < n; i++)
         CHECK_EQ(mote_go(herd_member, &h), 0);
-    mote_sleep(5 * 1000 * 1000);
+    WAIT_UNTIL(test_metric("/tasks/blocked:tasks") == (uint64_t)n, 60);
+    CHECK_EQ(h.woke, 0);
     CHECK_EQ(mote_chan_close(h.gate), 0);
-    mote_wg_wait(&h.wg);
+    CHECK_EQ(mote_wg_wait(&h.wg), 0);
     CHECK_EQ(h.woke, n);
-    mote_chan_free(h.gate);
+    CHECK_EQ(mote_chan_free(h.gate), 0);
 }
 
 typedef struct counter {
@@ -163,38 +166,23 @@ static void count_task(void *arg)
 {
     counter *c = arg;
     for (long i = 0; i < c->iters; i++) {
-        mote_mutex_lock(&c->m);
+        CHECK_EQ(mote_mutex_lock(&c->m), 0);
         c->value++; /* plain: TSan checks the mutex orders these */
-        mote_mutex_unlock(&c->m);
+        CHECK_EQ(mote_mutex_unlock(&c->m), 0);
     }
-    mote_wg_done(&c->wg);
+    CHECK_EQ(mote_wg_done(&c->wg), 0);
 }
 
-static void test_mutex_hammer(void)
+TEST_TASK(mutex_counter_hammered_from_many_tasks_is_exact)
 {
     static counter c = {MOTE_MUTEX_INIT, 0, 0, MOTE_WG_INIT};
     enum { T = 16 };
     c.iters = TEST_SCALE(50000, 10);
-    mote_wg_add(&c.wg, T);
+    CHECK_EQ(mote_wg_add(&c.wg, T), 0);
     for (int i = 0; i < T; i++)
         CHECK_EQ(mote_go(count_task, &c), 0);
-    mote_wg_wait(&c.wg);
+    CHECK_EQ(mote_wg_wait(&c.wg), 0);
     CHECK_EQ(c.value, T * c.iters);
 }
 
-static void test_main(void *arg)
-{
-    (void)arg;
-    test_timeout_races();
-    test_ping_pong();
-    test_herd();
-    test_mutex_hammer();
-}
-
-int main(void)
-{
-    setenv("MOTE_WORKERS", "4", 0);
-    CHECK_EQ(mote_run(test_main, NULL), 0);
-    TEST_PASS("test_chan_stress");
-    return 0;
-}
+TEST_MAIN()

@@ -24,12 +24,23 @@ static uint64_t metric(const char *name)
     return v;
 }
 
-static void test_sizes(void)
+TEST(malloc_sizes_alignment_and_usable_size)
 {
     static void *ptrs[4096];
-    size_t sizes[] = {0, 1, 7, 8, 15, 16, 17, 31, 100, 128, 129, 1000, 1024, 1025, 4095, 4096,
-                      8191, 8193, 65536, 100000, 131072, 131073, 200000, 1 << 20, 2 << 20,
-                      (2 << 20) + 1, 5 << 20, 33 << 20};
+    size_t sizes[] = {0,       1,
+                      7,       8,
+                      15,      16,
+                      17,      31,
+                      100,     128,
+                      129,     1000,
+                      1024,    1025,
+                      4095,    4096,
+                      8191,    8193,
+                      65536,   100000,
+                      131072,  131073,
+                      200000,  1 << 20,
+                      2 << 20, (2 << 20) + 1,
+                      5 << 20, 33 << 20};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
         size_t n = sizes[i];
         unsigned char *p = mote_malloc(n);
@@ -60,7 +71,7 @@ static void test_sizes(void)
     }
 }
 
-static void test_classes(void)
+TEST(size_classes_are_tight_and_fill_their_pages)
 {
     heap_ensure_init();
     for (size_t n = 1; n <= HEAP_SMALL_MAX; n += (n < 4096 ? 1 : 61)) {
@@ -78,7 +89,7 @@ static void test_classes(void)
     }
 }
 
-static void test_calloc_realloc(void)
+TEST(calloc_zeroes_and_realloc_keeps_contents)
 {
     for (size_t n = 1; n < 300000; n = n * 3 + 1) {
         unsigned char *p = mote_calloc(n, 1);
@@ -122,7 +133,7 @@ static void test_calloc_realloc(void)
     CHECK(mote_realloc(p, 0) == NULL); /* frees */
 }
 
-static void test_aligned(void)
+TEST(aligned_alloc_honours_every_power_of_two)
 {
     for (size_t a = 1; a <= (16u << 20); a *= 2) {
         size_t sizes[] = {1, a / 2 + 1, a, 3 * a + 5, 100000};
@@ -143,7 +154,7 @@ static void test_aligned(void)
     CHECK_EQ(errno, EINVAL);
 }
 
-static void test_metrics(void)
+TEST(heap_metrics_account_for_every_byte)
 {
     mote_mem_release();
     uint64_t in0 = metric("/heap/inuse:bytes");
@@ -172,7 +183,7 @@ static void test_metrics(void)
     CHECK(metric("/heap/free:bytes") <= 256 * 1024);
 }
 
-static void test_limit(void)
+TEST(heap_limit_makes_malloc_fail_cleanly)
 {
     mote_mem_release();
     uint64_t base = mote__heap_committed_bytes();
@@ -271,23 +282,19 @@ static void double_free_remote(void)
     pthread_join(t, NULL);
 }
 
-int main(void)
-{
-    test_classes();
-    test_sizes();
-    test_calloc_realloc();
-    test_aligned();
-    test_metrics();
-    test_limit();
-    if (!TEST_SANITIZED) { /* fork + abort under sanitizers only adds noise */
-        expect_abort(double_free_small);
-        expect_abort(double_free_large);
-        expect_abort(double_free_huge);
-        expect_abort(free_stack);
-        expect_abort(free_interior);
-        expect_abort(free_interior_huge);
-        expect_abort(double_free_remote);
-    }
-    TEST_PASS("test_heap_api");
-    return 0;
-}
+#define ABORT_CASE(fn)                                                 \
+    do {                                                               \
+        if (TEST_SANITIZED) /* fork + abort under sanitizers: noise */ \
+            TEST_SKIP("sanitizer build");                              \
+        expect_abort(fn);                                              \
+    } while (0)
+
+TEST(double_free_of_small_block_aborts) { ABORT_CASE(double_free_small); }
+TEST(double_free_of_large_block_aborts) { ABORT_CASE(double_free_large); }
+TEST(double_free_of_huge_block_aborts) { ABORT_CASE(double_free_huge); }
+TEST(free_of_stack_address_aborts) { ABORT_CASE(free_stack); }
+TEST(free_of_interior_pointer_aborts) { ABORT_CASE(free_interior); }
+TEST(free_of_interior_pointer_of_huge_block_aborts) { ABORT_CASE(free_interior_huge); }
+TEST(double_free_from_other_threads_aborts) { ABORT_CASE(double_free_remote); }
+
+TEST_MAIN()

@@ -42,7 +42,7 @@ static void *churner(void *arg)
     return NULL;
 }
 
-int main(void)
+TEST(fork_while_threads_allocate_leaves_child_heap_usable)
 {
     enum { T = 3 };
     pthread_t t[T];
@@ -83,10 +83,10 @@ int main(void)
     }
     atomic_store(&stop, 1);
     for (int i = 0; i < T; i++)
-        pthread_join(t[i], NULL);
+        CHECK_EQ(pthread_join(t[i], NULL), 0);
     for (int i = 0; i < 64; i++)
         mote_free(atomic_exchange(&cell[i], NULL));
     mote_free(keep);
-    TEST_PASS("test_heap_fork");
-    return 0;
 }
+
+TEST_MAIN()

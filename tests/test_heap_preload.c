@@ -2,16 +2,16 @@
  * test_heap_preload.c - libmote-malloc.so replacing malloc in whole
  * programs through LD_PRELOAD.
  *
- *   test_heap_preload            the malloc API as a program sees it (this
- *                                binary re-executed under LD_PRELOAD), a
- *                                dlopen'ed library allocating and freeing
- *                                across the boundary, MOTE_MALLOC_STATS and
- *                                an invalid setting
- *   test_heap_preload PROGRAM    a real program (python3, sqlite3, git,
- *                                cmake) on a scripted workload, once under
- *                                glibc and once under mote: same output
+ *   malloc_api_*     the malloc API as a program sees it (this binary
+ *                    re-executed under LD_PRELOAD as `test_heap_preload
+ *                    inner`), a dlopen'ed library allocating and freeing
+ *                    across the boundary, MOTE_MALLOC_STATS, invalid
+ *                    settings and the memory limit
+ *   <program>_*      a real program (python3, sqlite3, git, cmake) on a
+ *                    scripted workload, once under glibc and once under
+ *                    mote: same output
  *
- * Exit 77 (ctest SKIP) only when the program is not installed, or in a
+ * A case is skipped (77) only when its program is not installed, or in a
  * sanitizer build (the sanitizer owns malloc: interposition cannot work).
  * MOTE_MALLOC_SO and HEAP_DSO are set by tests/heap.cmake.
  */
@@ -38,7 +38,6 @@
 
 /* ---- inner: runs under LD_PRELOAD ---- */
 
-
 static void *thread_alloc(void *arg)
 {
     void **out = arg;
@@ -54,7 +53,8 @@ static int inner(void)
 {
     /* mote is the malloc here; C23's free_sized is not in glibc 2.36 */
     CHECK(dlsym(RTLD_DEFAULT, "mote_mem_release") != NULL);
-    void (*free_sized)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "free_sized");
+    void (*free_sized)(void *, size_t) =
+        (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "free_sized");
     void (*free_aligned_sized)(void *, size_t, size_t) =
         (void (*)(void *, size_t, size_t))dlsym(RTLD_DEFAULT, "free_aligned_sized");
     CHECK(free_sized && free_aligned_sized);
@@ -171,9 +171,10 @@ static char *run(const char *script, const char *env, int *rc, char **err)
     CHECK(f != NULL);
     fputs(script, f);
     fclose(f);
-    snprintf(cmd, sizeof cmd,
-             "rm -rf %s/w && mkdir -p %s/w && cd %s/w && env %s /bin/sh %s >%s/out 2>%s/err", work,
-             work, work, env, path, work, work);
+    snprintf(
+        cmd, sizeof cmd,
+        "rm -rf %s/w && mkdir -p %s/w && cd %s/w && env %s /bin/sh %s >%s/out 2>%s/err",
+        work, work, work, env, path, work, work);
     *rc = sh(cmd);
     snprintf(path, sizeof path, "%s/err", work);
     *err = slurp(path);
@@ -207,39 +208,48 @@ static const char *py_script =
     "big = [bytearray(random.randrange(1, 300000)) for _ in range(300)]\n"
     "del big\n"
     "t = \" \".join(str(x) for x in range(100000)).split()\n"
-    "print(len(d), len(s), len(t), sorted(c.items())[:5], sum(len(v) for v in d.values()))\n"
+    "print(len(d), len(s), len(t), sorted(c.items())[:5], sum(len(v) for v in "
+    "d.values()))\n"
     "'";
 
 static const char *sqlite_script =
     "cat > w.sql <<EOF\n"
     "CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, v REAL, grp INT);\n"
     "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 50000)\n"
-    "INSERT INTO t SELECT x, printf('name-%08d-%s', x, hex(x*7919)), x*0.5, x % 97 FROM c;\n"
+    "INSERT INTO t SELECT x, printf('name-%08d-%s', x, hex(x*7919)), x*0.5, x % 97 FROM "
+    "c;\n"
     "CREATE INDEX ti ON t(name);\n"
     "CREATE INDEX tg ON t(grp, v);\n"
-    "SELECT grp, count(*), sum(v), min(name), max(name) FROM t GROUP BY grp ORDER BY grp LIMIT 20;\n"
-    "SELECT count(*) FROM t a JOIN t b ON a.grp = b.grp AND a.id < b.id WHERE a.id < 2000 AND b.id < 2000;\n"
+    "SELECT grp, count(*), sum(v), min(name), max(name) FROM t GROUP BY grp ORDER BY grp "
+    "LIMIT 20;\n"
+    "SELECT count(*) FROM t a JOIN t b ON a.grp = b.grp AND a.id < b.id WHERE a.id < "
+    "2000 AND b.id < 2000;\n"
     "UPDATE t SET name = name || name WHERE id % 3 = 0;\n"
     "DELETE FROM t WHERE id % 5 = 0;\n"
     "SELECT count(*), sum(length(name)) FROM t;\n"
-    "SELECT group_concat(name, ',') FROM (SELECT name FROM t ORDER BY name DESC LIMIT 30);\n"
+    "SELECT group_concat(name, ',') FROM (SELECT name FROM t ORDER BY name DESC LIMIT "
+    "30);\n"
     "VACUUM;\n"
     "PRAGMA integrity_check;\n"
     "EOF\n"
     "PROG db.sqlite < w.sql";
 
 static const char *git_script =
-    "export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@e GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@e "
-    "GIT_AUTHOR_DATE=\"2020-01-01 00:00:00 +0000\" GIT_COMMITTER_DATE=\"2020-01-01 00:00:00 +0000\" "
+    "export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@e GIT_COMMITTER_NAME=t "
+    "GIT_COMMITTER_EMAIL=t@e "
+    "GIT_AUTHOR_DATE=\"2020-01-01 00:00:00 +0000\" GIT_COMMITTER_DATE=\"2020-01-01 "
+    "00:00:00 +0000\" "
     "GIT_CONFIG_NOSYSTEM=1 HOME=$PWD\n"
     "PROG init -q -b main r && cd r\n"
     "i=0; while [ $i -lt 40 ]; do\n"
-    "  seq $i 3 $((i * 500)) > f$((i % 7)).txt; mkdir -p d$((i % 3)); seq 1 $i > d$((i % 3))/g$i\n"
+    "  seq $i 3 $((i * 500)) > f$((i % 7)).txt; mkdir -p d$((i % 3)); seq 1 $i > d$((i % "
+    "3))/g$i\n"
     "  PROG add -A && PROG commit -q -m \"c$i\"; i=$((i + 1))\n"
     "done\n"
     "PROG log --stat --format=%H%n%s | head -400\n"
     "PROG gc -q && PROG fsck --strict && PROG count-objects -v | grep -v size\n"
-    "PROG diff HEAD~30 HEAD | md5sum; PROG blame f3.txt | tail -5; PROG rev-list --all | wc -l";
+    "PROG diff HEAD~30 HEAD | md5sum; PROG blame f3.txt | tail -5; PROG rev-list --all | "
+    "wc -l";
 
 static const char *cmake_script =
     "mkdir src && cd src\n"
@@ -359,36 +369,75 @@ static int outer_self(const char *self)
     CHECK(strstr(err, "mote: MOTE_MEMLIMIT=\"12Q\"") != NULL);
     /* a hard limit makes allocation fail cleanly, not crash */
     snprintf(env, sizeof env, "LD_PRELOAD=%s MOTE_MEMLIMIT=64M", MOTE_MALLOC_SO);
-    out = run("/usr/bin/python3 -c '\ntry:\n    x = bytearray(200 << 20)\nexcept MemoryError:\n"
-              "    print(\"nomem\")\n'\n",
-              env, &rc, &err);
+    out = run(
+        "/usr/bin/python3 -c '\ntry:\n    x = bytearray(200 << 20)\nexcept MemoryError:\n"
+        "    print(\"nomem\")\n'\n",
+        env, &rc, &err);
     if (access("/usr/bin/python3", X_OK) == 0)
         CHECK(strstr(out, "nomem") != NULL);
     printf("preload: API, dlopen, stats, bad settings and limit ok\n");
     return 0;
 }
 
-int main(int argc, char **argv)
+/* Creates the scratch directory of a case; false when the case cannot run
+ * here (why says so). */
+static int preload_setup(const char **why)
 {
-    if (argc > 1 && !strcmp(argv[1], "inner"))
-        return inner();
     if (TEST_SANITIZED) {
-        printf("SKIP: sanitizer build: the sanitizer owns malloc, LD_PRELOAD cannot work\n");
-        return 77;
+        *why = "sanitizer build: the sanitizer owns malloc, LD_PRELOAD cannot work";
+        return 0;
     }
     if (access(MOTE_MALLOC_SO, R_OK) != 0) {
-        printf("libmote-malloc.so not found at %s\n", MOTE_MALLOC_SO);
-        return 1;
+        fprintf(stderr, "libmote-malloc.so not found at %s\n", MOTE_MALLOC_SO);
+        CHECK(0);
     }
     snprintf(work, sizeof work, "/tmp/mote-preload-%d", (int)getpid());
     mkdir(work, 0700);
+    return 1;
+}
+
+static void preload_cleanup(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", work);
+    sh(cmd);
+}
+
+TEST(malloc_api_dlopen_stats_settings_and_limit_under_preload)
+{
+    const char *why = NULL;
+    if (!preload_setup(&why))
+        TEST_SKIP(why);
     char self[512];
     ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
     CHECK(k > 0);
     self[k] = 0;
-    int rc = argc > 1 ? outer_program(argv[1]) : outer_self(self);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", work);
-    sh(cmd);
-    return rc;
+    int rc = outer_self(self);
+    preload_cleanup();
+    CHECK_EQ(rc, 0);
+}
+
+/* The program's case: same output under glibc and under mote. */
+#define PROGRAM_CASE(name)                       \
+    do {                                         \
+        const char *why = NULL;                  \
+        if (!preload_setup(&why))                \
+            TEST_SKIP(why);                      \
+        int rc = outer_program(name);            \
+        preload_cleanup();                       \
+        if (rc == 77)                            \
+            TEST_SKIP(name " is not installed"); \
+        CHECK_EQ(rc, 0);                         \
+    } while (0)
+
+TEST(python3_gives_the_same_output_under_mote) { PROGRAM_CASE("python3"); }
+TEST(sqlite3_gives_the_same_output_under_mote) { PROGRAM_CASE("sqlite3"); }
+TEST(git_gives_the_same_output_under_mote) { PROGRAM_CASE("git"); }
+TEST(cmake_gives_the_same_output_under_mote) { PROGRAM_CASE("cmake"); }
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "inner"))
+        return inner();
+    return test_harness_main(argc, argv);
 }

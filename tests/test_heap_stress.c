@@ -5,9 +5,9 @@
  * is checked when the block is freed, so overlapping blocks, lost writes or
  * a block handed out twice are caught.  Checks alignment and usable size on
  * every allocation, and non-overlap of all live blocks at phase ends.
- * Single-threaded first, then threads that trade blocks through an atomic
- * exchange table, so most frees are cross-thread; then inuse must be back
- * to where it started.
+ * Two cases: one thread alone, and threads that trade blocks through an
+ * atomic exchange table, so most frees are cross-thread; after each, inuse
+ * must be back to where it started.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -65,12 +65,8 @@ static hdr *make(uint64_t *s, size_t n)
         align = (size_t)16 << (rnd(s) % 9);
         h = mote_aligned_alloc(align, n);
         break;
-    case 2:
-        h = mote_realloc(NULL, n);
-        break;
-    default:
-        h = mote_malloc(n);
-        break;
+    case 2: h = mote_realloc(NULL, n); break;
+    default: h = mote_malloc(n); break;
     }
     CHECK(h != NULL);
     CHECK_EQ((uintptr_t)h % align, 0);
@@ -153,8 +149,20 @@ static void check_no_overlap(hdr **live, size_t n)
     free(v);
 }
 
-static void single_thread(void)
+/* inuse after a release: blocks freed by other threads count until their
+ * owner collects them, and mote_mem_release collects this thread's and
+ * the exited threads'. */
+static uint64_t inuse_after_release(void)
 {
+    uint64_t v = 0;
+    mote_mem_release();
+    CHECK_EQ(mote__heap_metric("/heap/inuse:bytes", &v), 0);
+    return v;
+}
+
+TEST(single_thread_blocks_keep_their_contents)
+{
+    uint64_t in0 = inuse_after_release();
     enum { SLOTS = 2000 };
     static hdr *live[SLOTS];
     uint64_t s = 88172645463325252ULL;
@@ -179,6 +187,7 @@ static void single_thread(void)
             mote_free(live[k]);
             live[k] = NULL;
         }
+    CHECK(inuse_after_release() <= in0 + 1024); /* every block came back */
 }
 
 /* ---- multi-threaded with cross-thread frees ---- */
@@ -225,14 +234,16 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static void multi_thread(void)
+TEST(cross_thread_frees_keep_contents_and_return_every_block)
 {
+    uint64_t in0 = inuse_after_release();
     pthread_t t[THREADS];
     for (int round = 0; round < 2; round++) {
         for (uintptr_t i = 0; i < THREADS; i++)
-            CHECK(pthread_create(&t[i], NULL, worker, (void *)(i + 10 * (uintptr_t)round)) == 0);
+            CHECK(pthread_create(&t[i], NULL, worker,
+                                 (void *)(i + 10 * (uintptr_t)round)) == 0);
         for (int i = 0; i < THREADS; i++)
-            pthread_join(t[i], NULL);
+            CHECK_EQ(pthread_join(t[i], NULL), 0);
     }
     for (int i = 0; i < XCHG; i++) {
         hdr *h = atomic_exchange(&xchg[i], NULL);
@@ -241,20 +252,7 @@ static void multi_thread(void)
             mote_free(h);
         }
     }
+    CHECK(inuse_after_release() <= in0 + 1024); /* every block came back */
 }
 
-int main(void)
-{
-    mote_mem_release();
-    uint64_t in0 = 0, in1 = 0;
-    CHECK_EQ(mote__heap_metric("/heap/inuse:bytes", &in0), 0);
-    single_thread();
-    multi_thread();
-    /* blocks freed by other threads count until their owner collects them:
-     * mote_mem_release collects this thread's and the exited threads' */
-    mote_mem_release();
-    CHECK_EQ(mote__heap_metric("/heap/inuse:bytes", &in1), 0);
-    CHECK(in1 <= in0 + 1024); /* every block came back */
-    TEST_PASS("test_heap_stress");
-    return 0;
-}
+TEST_MAIN()

@@ -14,14 +14,22 @@ static double cpu_seconds(void)
            (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
-static void napper(void *arg) { (void)arg; mote_sleep(3LL * 1000000000); }
-
-static void main_task(void *arg)
+static mote_wg napping = MOTE_WG_INIT;
+static void napper(void *arg)
 {
     (void)arg;
+    CHECK_EQ(mote_wg_done(&napping), 0);
+    mote_sleep(3LL * 1000000000);
+}
+
+TEST_TASK(idle_runtime_uses_no_cpu)
+{
+    CHECK_EQ(mote_wg_add(&napping, 100), 0);
     for (int i = 0; i < 100; i++)
         CHECK_EQ(mote_go(napper, NULL), 0);
-    mote_sleep(50 * 1000000); /* let the workers settle */
+    CHECK_EQ(mote_wg_wait(&napping), 0);
+    WAIT_UNTIL(test_metric("/tasks/blocked:tasks") == 100, 60);
+    mote_sleep(50 * 1000000); /* let the workers settle: spins and trims end */
     double c0 = cpu_seconds();
     int64_t t0 = mote_now();
     CHECK_EQ(mote_sleep(1000000000), 0);
@@ -32,9 +40,4 @@ static void main_task(void *arg)
     CHECK(used < 0.05);
 }
 
-int main(void)
-{
-    CHECK_EQ(mote_run(main_task, NULL), 0);
-    TEST_PASS("test_idle");
-    return 0;
-}
+TEST_MAIN()

@@ -1,7 +1,8 @@
 /* test_metrics.c - every metric can be read by name, from a task and from
- * a plain thread, during and after a run; the text and JSON dumps list
- * them all; the measured ones agree with the kernel. */
+ * a plain thread, before, during and after a run; the text and JSON dumps
+ * list them all; the measured ones agree with the kernel. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,14 +15,26 @@ typedef struct seen {
     int bad;
 } seen;
 
+/* Each name is well formed and readable by name. */
 static void each(const char *name, uint64_t value, void *ctx)
 {
     seen *s = ctx;
     uint64_t again;
     s->n++;
-    if (name[0] != '/' || !strchr(name, ':') || mote_metric(name, &again) != 0)
+    if (name[0] != '/' || !strchr(name, ':') || mote_metric(name, &again) != 0) {
+        fprintf(stderr, "bad metric %s\n", name);
         s->bad++;
+    }
     (void)value;
+}
+
+static int count_metrics(void)
+{
+    seen s = {0, 0};
+    CHECK_EQ(mote_metric_each(each, &s), 0);
+    CHECK_EQ(s.bad, 0);
+    CHECK(s.n >= 30);
+    return s.n;
 }
 
 static char *dump(int format)
@@ -37,6 +50,7 @@ static char *dump(int format)
     return buf;
 }
 
+/* Both dumps hold exactly the expect metrics. */
 static void check_dumps(int expect)
 {
     char *text = dump(MOTE_METRICS_TEXT);
@@ -48,27 +62,58 @@ static void check_dumps(int expect)
     char *json = dump(MOTE_METRICS_JSON);
     CHECK(json[0] == '{' && strstr(json, "\n}\n") != NULL);
     CHECK(strstr(json, "\"/stacks/resident:bytes\": ") != NULL);
-    int colons = 0;
+    int commas = 0;
     for (char *p = json; *p; p++)
-        colons += *p == ',';
-    CHECK_EQ(colons, expect - 1);
-    CHECK_EQ(mote_metrics_print(1, 7), -EINVAL);
+        commas += *p == ',';
+    CHECK_EQ(commas, expect - 1);
 }
 
-static void sleeper(void *arg) { (void)arg; mote_sleep(10LL * 1000000000); }
+TEST(every_metric_is_readable_before_any_run)
+{
+    int n = count_metrics();
+    check_dumps(n);
+    CHECK_EQ(test_metric("/tasks/live:tasks"), 0);
+}
 
+TEST(bad_arguments_are_refused)
+{
+    uint64_t v = 5;
+    CHECK_EQ(mote_metrics_print(1, 7), -EINVAL);
+    CHECK_EQ(mote_metrics_print(-1, MOTE_METRICS_TEXT), -EBADF);
+    CHECK_EQ(mote_metric_each(NULL, NULL), -EINVAL);
+    CHECK_EQ(mote_metric("/stacks/highwater/le-3KiB:tasks", &v), -ENOENT);
+    CHECK_EQ(mote_metric("/tasks/live:tasks", NULL), -EINVAL);
+    CHECK_EQ(mote_metric(NULL, &v), -EINVAL);
+    CHECK_EQ(v, 5);
+}
+
+static mote_wg sleeping = MOTE_WG_INIT;
+static void sleeper(void *arg)
+{
+    (void)arg;
+    CHECK_EQ(mote_wg_done(&sleeping), 0);
+    mote_sleep(3600LL * 1000000000); /* discarded when main returns */
+}
+
+static void *plain_reader(void *arg)
+{
+    int *n = arg;
+    *n = count_metrics();
+    CHECK_EQ(test_metric("/tasks/live:tasks"), 101);
+    return NULL;
+}
+
+static int in_run_count;
 static void main_task(void *arg)
 {
-    int *count = arg;
+    (void)arg;
+    CHECK_EQ(mote_wg_add(&sleeping, 100), 0);
     for (int i = 0; i < 100; i++)
         CHECK_EQ(mote_go(sleeper, NULL), 0);
-    mote_sleep(10 * 1000000);
-    seen s = {0, 0};
-    mote_metric_each(each, &s);
-    CHECK_EQ(s.bad, 0);
-    CHECK(s.n >= 30);
-    *count = s.n;
-    check_dumps(s.n);
+    CHECK_EQ(mote_wg_wait(&sleeping), 0);
+    WAIT_UNTIL(test_metric("/tasks/blocked:tasks") == 100, 60);
+    in_run_count = count_metrics();
+    check_dumps(in_run_count);
     uint64_t live, workers, rss, pte, hw = 0;
     CHECK_EQ(mote_metric("/tasks/live:tasks", &live), 0);
     CHECK_EQ(live, 101);
@@ -77,22 +122,34 @@ static void main_task(void *arg)
     CHECK_EQ(mote_metric("/process/rss:bytes", &rss), 0);
     CHECK_EQ(mote_metric("/process/pagetables:bytes", &pte), 0);
     CHECK(rss > 1000000 && pte > 0);
+    CHECK(test_metric("/stacks/resident:bytes") >= 100 * 4096); /* 100 parked stacks */
+    CHECK(test_metric("/stacks/reserved:bytes") >= test_metric("/stacks/resident:bytes"));
     CHECK_EQ(mote_metric("/stacks/highwater/le-4KiB:tasks", &hw), 0);
     CHECK_EQ(mote_metric("/stacks/highwater/le-1GiB:tasks", &hw), 0);
     CHECK_EQ(mote_metric("/stacks/highwater/le-3KiB:tasks", &hw), -ENOENT);
+    /* a plain thread reads the same names, while the run goes on */
+    int plain_n = 0;
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, plain_reader, &plain_n), 0);
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    CHECK_EQ(plain_n, in_run_count);
 }
 
-int main(void)
+TEST(every_metric_is_readable_during_a_run_from_tasks_and_threads)
 {
-    int n = 0;
-    seen s = {0, 0};
-    mote_metric_each(each, &s); /* before any run */
-    CHECK_EQ(s.bad, 0);
-    CHECK_EQ(mote_run(main_task, &n), 0);
-    check_dumps(n); /* after it: same names */
-    uint64_t live = 1;
-    CHECK_EQ(mote_metric("/tasks/live:tasks", &live), 0);
-    CHECK_EQ(live, 0);
-    TEST_PASS("test_metrics");
-    return 0;
+    CHECK_EQ(mote_run(main_task, NULL), 0);
 }
+
+TEST(after_a_run_the_same_metrics_are_listed)
+{
+    int before = count_metrics();
+    CHECK_EQ(mote_run(main_task, NULL), 0);
+    CHECK_EQ(in_run_count, before);
+    int after = count_metrics();
+    CHECK_EQ(after, before);
+    check_dumps(after);
+    CHECK_EQ(test_metric("/tasks/live:tasks"), 0);
+    CHECK(test_metric("/tasks/spawned:tasks") >= 101); /* counted across runs */
+}
+
+TEST_MAIN()

@@ -41,9 +41,10 @@ static void deep(int depth, uint64_t *sum)
     }
 }
 
-static void main_task(void *arg)
+TEST_SETUP { setenv("MOTE_WORKERS", "2", 1); }
+
+TEST_TASK(child_writes_through_pointers_into_parked_parent_stack)
 {
-    (void)arg;
     uint64_t sum = 0;
     deep(50, &sum);
     uint64_t want = 0;
@@ -53,10 +54,4 @@ static void main_task(void *arg)
     CHECK_EQ(sum, want);
 }
 
-int main(void)
-{
-    setenv("MOTE_WORKERS", "2", 1);
-    CHECK_EQ(mote_run(main_task, NULL), 0);
-    TEST_PASS("test_pointer");
-    return 0;
-}
+TEST_MAIN()

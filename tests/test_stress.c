@@ -2,12 +2,18 @@
  * workers; every task runs exactly once to completion, none is lost. */
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "mote.h"
 
 #define N TEST_SCALE(100000, 10)
+
+/* more workers than CPUs: real races */
+TEST_SETUP { setenv("MOTE_WORKERS", "4", 1); }
+
 static atomic_int ran, finished;
+static mote_wg all_done = MOTE_WG_INIT;
 static unsigned char seen[100000];
 
 static void leaf(void *arg)
@@ -21,6 +27,7 @@ static void leaf(void *arg)
     if (i % 7 == 0)
         CHECK_EQ(mote_sleep((i % 13) * 1000), 0);
     atomic_fetch_add(&finished, 1);
+    CHECK_EQ(mote_wg_done(&all_done), 0);
 }
 
 /* Spawners spawn from inside tasks on every worker. */
@@ -34,22 +41,19 @@ static void spawner(void *arg)
     }
 }
 
-static void main_task(void *arg)
+TEST_TASK(every_task_runs_exactly_once)
 {
-    (void)arg;
+    atomic_store(&ran, 0);
+    atomic_store(&finished, 0);
+    memset(seen, 0, sizeof seen);
+    CHECK_EQ(mote_wg_add(&all_done, N), 0);
     for (intptr_t s = 0; s < 10; s++)
         CHECK_EQ(mote_go(spawner, (void *)(s * (N / 10))), 0);
-    while (atomic_load(&finished) < N)
-        mote_sleep(1000000);
+    CHECK_EQ(mote_wg_wait(&all_done), 0);
+    CHECK_EQ(atomic_load(&finished), N);
     CHECK_EQ(atomic_load(&ran), N);
     for (int i = 0; i < N; i++)
         CHECK(seen[i] == 1);
 }
 
-int main(void)
-{
-    setenv("MOTE_WORKERS", "4", 1); /* more workers than CPUs: real races */
-    CHECK_EQ(mote_run(main_task, NULL), 0);
-    TEST_PASS("test_stress");
-    return 0;
-}
+TEST_MAIN()

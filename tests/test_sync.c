@@ -1,7 +1,8 @@
 /*
- * test_sync.c - wait groups, mutexes and condition variables: errors,
- * mutual exclusion across workers, no starvation under barging, condition
- * signal/broadcast/timeout, and the plain-thread rules.
+ * test_sync.c - wait groups, mutexes and condition variables: error
+ * values for misuse, mutual exclusion across workers, no starvation under
+ * barging, condition signal/broadcast/timeout, and the rules for plain
+ * threads and for calls outside any run.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -13,32 +14,16 @@
 
 #define MS (1000 * 1000LL)
 
+TEST_SETUP { setenv("MOTE_WORKERS", "2", 0); }
+
+static uint64_t blocked(void) { return test_metric("/tasks/blocked:tasks"); }
+
 /* ---- wait groups ---- */
 
-typedef struct wg_ctx {
-    mote_wg wg;
-    long done;
-} wg_ctx;
-
-static void wg_worker(void *arg)
-{
-    wg_ctx *x = arg;
-    mote_sleep((int64_t)(mote_id() % 5) * MS);
-    __atomic_add_fetch(&x->done, 1, __ATOMIC_RELAXED);
-    CHECK_EQ(mote_wg_done(&x->wg), 0);
-}
-
-static void wg_waiter(void *arg)
-{
-    wg_ctx *x = arg;
-    mote_wg_wait(&x->wg);
-    CHECK_EQ(__atomic_load_n(&x->done, __ATOMIC_RELAXED), 50);
-}
-
-static void test_wg(void)
+TEST_TASK(wg_rejects_counts_below_zero_or_overflowing)
 {
     mote_wg wg = MOTE_WG_INIT;
-    mote_wg_wait(&wg); /* zero: returns at once */
+    CHECK_EQ(mote_wg_wait(&wg), 0); /* zero: returns at once */
     CHECK_EQ(mote_wg_done(&wg), -EINVAL);
     CHECK_EQ(mote_wg_add(&wg, -1), -EINVAL);
     CHECK_EQ(mote_wg_add(&wg, 2), 0);
@@ -47,22 +32,67 @@ static void test_wg(void)
     CHECK_EQ(mote_wg_done(&wg), 0);
     CHECK_EQ(mote_wg_done(&wg), 0);
     CHECK_EQ(mote_wg_done(&wg), -EINVAL);
+    CHECK_EQ(mote_wg_wait(&wg), 0);
     CHECK_EQ(mote_wg_add(NULL, 1), -EINVAL);
+    CHECK_EQ(mote_wg_done(NULL), -EINVAL);
+    CHECK_EQ(mote_wg_wait(NULL), -EINVAL);
+}
 
-    wg_ctx x = {MOTE_WG_INIT, 0};
-    mote_wg w2 = MOTE_WG_INIT;
+typedef struct wg_ctx {
+    mote_wg wg;
+    mote_wg waiters_done;
+    long done;
+} wg_ctx;
+
+static void wg_worker(void *arg)
+{
+    wg_ctx *x = arg;
+    mote_sleep((int64_t)(mote_id() % 5) * MS); /* finish at different times */
+    __atomic_add_fetch(&x->done, 1, __ATOMIC_RELAXED);
+    CHECK_EQ(mote_wg_done(&x->wg), 0);
+}
+
+static void wg_waiter(void *arg)
+{
+    wg_ctx *x = arg;
+    CHECK_EQ(mote_wg_wait(&x->wg), 0);
+    CHECK_EQ(__atomic_load_n(&x->done, __ATOMIC_RELAXED), 50);
+    CHECK_EQ(mote_wg_done(&x->waiters_done), 0);
+}
+
+TEST_TASK(wg_wait_returns_after_last_done_for_every_waiter)
+{
+    wg_ctx x = {MOTE_WG_INIT, MOTE_WG_INIT, 0};
     CHECK_EQ(mote_wg_add(&x.wg, 50), 0);
-    for (int i = 0; i < 50; i++)
-        CHECK_EQ(mote_go(wg_worker, &x), 0);
+    CHECK_EQ(mote_wg_add(&x.waiters_done, 3), 0);
     for (int i = 0; i < 3; i++) /* several waiters, all released */
         CHECK_EQ(mote_go(wg_waiter, &x), 0);
-    mote_wg_wait(&x.wg);
+    for (int i = 0; i < 50; i++)
+        CHECK_EQ(mote_go(wg_worker, &x), 0);
+    CHECK_EQ(mote_wg_wait(&x.wg), 0);
     CHECK_EQ(x.done, 50);
-    (void)w2;
-    mote_sleep(5 * MS); /* let the waiters finish with x */
+    CHECK_EQ(mote_wg_wait(&x.waiters_done), 0);
 }
 
 /* ---- mutexes ---- */
+
+TEST_TASK(mutex_misuse_returns_errors)
+{
+    mote_mutex m = MOTE_MUTEX_INIT;
+    CHECK_EQ(mote_mutex_unlock(&m), -EPERM);
+    CHECK_EQ(mote_mutex_trylock(&m), 0);
+    CHECK_EQ(mote_mutex_trylock(&m), -EBUSY);
+    CHECK_EQ(mote_mutex_unlock(&m), 0);
+    CHECK_EQ(mote_mutex_unlock(&m), -EPERM);
+    CHECK_EQ(mote_mutex_lock(&m), 0);
+    CHECK_EQ(mote_mutex_trylock(&m), -EBUSY);
+    CHECK_EQ(mote_mutex_unlock(&m), 0);
+    CHECK_EQ(mote_mutex_lock(NULL), -EINVAL);
+    CHECK_EQ(mote_mutex_trylock(NULL), -EINVAL);
+    CHECK_EQ(mote_mutex_unlock(NULL), -EINVAL);
+    CHECK_EQ(mote_mutex_trylock(&m), 0); /* errors changed nothing */
+    CHECK_EQ(mote_mutex_unlock(&m), 0);
+}
 
 typedef struct mx_ctx {
     mote_mutex m;
@@ -76,7 +106,7 @@ static void mx_worker(void *arg)
 {
     mx_ctx *x = arg;
     for (long i = 0; i < x->iters; i++) {
-        mote_mutex_lock(&x->m);
+        CHECK_EQ(mote_mutex_lock(&x->m), 0);
         CHECK_EQ(__atomic_add_fetch(&x->inside, 1, __ATOMIC_RELAXED), 1);
         x->counter++;
         if (i % 64 == 0)
@@ -84,30 +114,19 @@ static void mx_worker(void *arg)
         __atomic_sub_fetch(&x->inside, 1, __ATOMIC_RELAXED);
         CHECK_EQ(mote_mutex_unlock(&x->m), 0);
     }
-    mote_wg_done(&x->wg);
+    CHECK_EQ(mote_wg_done(&x->wg), 0);
 }
 
-static void test_mutex(void)
+TEST_TASK(mutex_excludes_tasks_across_workers)
 {
-    mote_mutex m = MOTE_MUTEX_INIT;
-    CHECK_EQ(mote_mutex_unlock(&m), -EPERM);
-    CHECK_EQ(mote_mutex_trylock(&m), 0);
-    CHECK_EQ(mote_mutex_trylock(&m), -EBUSY);
-    CHECK_EQ(mote_mutex_unlock(&m), 0);
-    CHECK_EQ(mote_mutex_unlock(&m), -EPERM);
-    mote_mutex_lock(&m);
-    CHECK_EQ(mote_mutex_trylock(&m), -EBUSY);
-    CHECK_EQ(mote_mutex_unlock(&m), 0);
-    CHECK_EQ(mote_mutex_trylock(NULL), -EINVAL);
-    CHECK_EQ(mote_mutex_unlock(NULL), -EINVAL);
-
-    static mx_ctx x = {MOTE_MUTEX_INIT, MOTE_WG_INIT, 0, 0, 0};
+    static mx_ctx x;
+    x = (mx_ctx){MOTE_MUTEX_INIT, MOTE_WG_INIT, 0, 0, 0};
     enum { T = 8 };
     x.iters = TEST_SCALE(20000, 10);
-    mote_wg_add(&x.wg, T);
+    CHECK_EQ(mote_wg_add(&x.wg, T), 0);
     for (int i = 0; i < T; i++)
         CHECK_EQ(mote_go(mx_worker, &x), 0);
-    mote_wg_wait(&x.wg);
+    CHECK_EQ(mote_wg_wait(&x.wg), 0);
     CHECK_EQ(x.counter, T * x.iters);
     CHECK_EQ(mote_mutex_trylock(&x.m), 0); /* left unlocked */
     CHECK_EQ(mote_mutex_unlock(&x.m), 0);
@@ -115,7 +134,10 @@ static void test_mutex(void)
 
 /* Starvation: a hog re-locks right after unlocking and yields while it
  * holds the mutex, so a woken waiter always finds it taken again.  Without
- * a hand-off to long waiters the victim never gets in. */
+ * a hand-off to long waiters the victim never gets in.  One worker makes
+ * this deterministic: the victim runs only while a hog holds the mutex
+ * (hogs yield only while holding), so it must queue, and without hand-off
+ * every wake-up finds the mutex re-taken. */
 typedef struct starve_ctx {
     mote_mutex m;
     int victim_done;
@@ -127,40 +149,49 @@ static void hog(void *arg)
 {
     starve_ctx *x = arg;
     int64_t give_up = mote_now() + 3000 * MS;
-    mote_mutex_lock(&x->m);
-    while (!__atomic_load_n(&x->victim_done, __ATOMIC_ACQUIRE) &&
-           mote_now() < give_up) {
+    CHECK_EQ(mote_mutex_lock(&x->m), 0);
+    while (!__atomic_load_n(&x->victim_done, __ATOMIC_ACQUIRE) && mote_now() < give_up) {
         mote_yield();
-        mote_mutex_unlock(&x->m);
-        mote_mutex_lock(&x->m);
+        CHECK_EQ(mote_mutex_unlock(&x->m), 0);
+        CHECK_EQ(mote_mutex_lock(&x->m), 0);
     }
-    mote_mutex_unlock(&x->m);
-    mote_wg_done(&x->wg);
+    CHECK_EQ(mote_mutex_unlock(&x->m), 0);
+    CHECK_EQ(mote_wg_done(&x->wg), 0);
 }
 
 static void victim(void *arg)
 {
     starve_ctx *x = arg;
-    mote_sleep(2 * MS);
+    /* start once a hog holds the mutex (it yields while holding it) */
+    while (mote_mutex_trylock(&x->m) == 0) {
+        CHECK_EQ(mote_mutex_unlock(&x->m), 0);
+        mote_yield();
+    }
     int64_t t0 = mote_now();
-    mote_mutex_lock(&x->m);
+    CHECK_EQ(mote_mutex_lock(&x->m), 0);
     x->victim_wait = mote_now() - t0;
     __atomic_store_n(&x->victim_done, 1, __ATOMIC_RELEASE);
-    mote_mutex_unlock(&x->m);
-    mote_wg_done(&x->wg);
+    CHECK_EQ(mote_mutex_unlock(&x->m), 0);
+    CHECK_EQ(mote_wg_done(&x->wg), 0);
 }
 
-static void test_no_starvation(void)
+static void starvation_main(void *arg)
 {
+    (void)arg;
     starve_ctx x = {MOTE_MUTEX_INIT, 0, 0, MOTE_WG_INIT};
-    mote_wg_add(&x.wg, 3);
+    CHECK_EQ(mote_wg_add(&x.wg, 3), 0);
     CHECK_EQ(mote_go(hog, &x), 0);
     CHECK_EQ(mote_go(hog, &x), 0);
     CHECK_EQ(mote_go(victim, &x), 0);
-    mote_wg_wait(&x.wg);
+    CHECK_EQ(mote_wg_wait(&x.wg), 0);
     printf("starvation: victim waited %.3f ms\n", x.victim_wait / 1e6);
     CHECK(x.victim_done);
     CHECK(x.victim_wait < 1000 * MS);
+}
+
+TEST(mutex_hands_off_to_a_starving_waiter)
+{
+    CHECK_EQ(test_run_env("MOTE_WORKERS", "1", starvation_main, NULL), 0);
 }
 
 /* ---- condition variables ---- */
@@ -177,106 +208,159 @@ typedef struct queue {
 static void q_consumer(void *arg)
 {
     queue *q = arg;
-    mote_mutex_lock(&q->m);
+    CHECK_EQ(mote_mutex_lock(&q->m), 0);
     for (;;) {
         while (q->n == 0)
-            mote_cond_wait(&q->nonempty, &q->m);
+            CHECK_EQ(mote_cond_wait(&q->nonempty, &q->m), 0);
         long v = q->items[--q->n];
         if (v < 0)
             break;
         q->popped++;
         q->sum += v;
     }
-    mote_mutex_unlock(&q->m);
-    mote_wg_done(&q->wg);
+    CHECK_EQ(mote_mutex_unlock(&q->m), 0);
+    CHECK_EQ(mote_wg_done(&q->wg), 0);
 }
 
-static void test_cond(void)
+TEST_TASK(cond_signal_feeds_consumers_every_item)
 {
-    static queue q = {MOTE_MUTEX_INIT, MOTE_COND_INIT, {0}, 0, 0, 0, MOTE_WG_INIT};
+    static queue q;
+    q = (queue){MOTE_MUTEX_INIT, MOTE_COND_INIT, {0}, 0, 0, 0, MOTE_WG_INIT};
     enum { C = 4 };
     long n = TEST_SCALE(20000, 10), expect = 0;
-    mote_wg_add(&q.wg, C);
+    CHECK_EQ(mote_wg_add(&q.wg, C), 0);
     for (int i = 0; i < C; i++)
         CHECK_EQ(mote_go(q_consumer, &q), 0);
     for (long i = 1; i <= n; i++) {
-        mote_mutex_lock(&q.m);
+        CHECK_EQ(mote_mutex_lock(&q.m), 0);
         while (q.n == 64) { /* full: let consumers run */
-            mote_mutex_unlock(&q.m);
+            CHECK_EQ(mote_mutex_unlock(&q.m), 0);
             mote_yield();
-            mote_mutex_lock(&q.m);
+            CHECK_EQ(mote_mutex_lock(&q.m), 0);
         }
         q.items[q.n++] = i;
         expect += i;
-        mote_cond_signal(&q.nonempty);
-        mote_mutex_unlock(&q.m);
+        CHECK_EQ(mote_cond_signal(&q.nonempty), 0);
+        CHECK_EQ(mote_mutex_unlock(&q.m), 0);
     }
     for (int stopped = 0; stopped < C;) {
-        mote_mutex_lock(&q.m);
+        CHECK_EQ(mote_mutex_lock(&q.m), 0);
         if (q.n == 0) { /* drained: one stop marker per consumer (the
                            items are a stack; a marker on top of values
                            would stop a consumer early) */
             q.items[q.n++] = -1;
             stopped++;
-            mote_cond_broadcast(&q.nonempty);
+            CHECK_EQ(mote_cond_broadcast(&q.nonempty), 0);
         }
-        mote_mutex_unlock(&q.m);
+        CHECK_EQ(mote_mutex_unlock(&q.m), 0);
         mote_yield();
     }
-    mote_wg_wait(&q.wg);
+    CHECK_EQ(mote_wg_wait(&q.wg), 0);
     CHECK_EQ(q.n, 0);
     CHECK_EQ(q.popped, n);
     CHECK_EQ(q.sum, expect);
 }
 
-static void cond_sleeper(void *arg)
-{
-    queue *q = arg;
-    mote_mutex_lock(&q->m);
-    q->n++;
-    mote_cond_wait(&q->nonempty, &q->m);
-    q->popped++;
-    mote_mutex_unlock(&q->m);
-    mote_wg_done(&q->wg);
-}
-
-static void test_cond_timeout_and_broadcast(void)
+TEST_TASK(cond_timedwait_times_out_and_relocks)
 {
     mote_mutex m = MOTE_MUTEX_INIT;
     mote_cond c = MOTE_COND_INIT;
     CHECK_EQ(mote_cond_timedwait(&c, &m, 1 * MS), -EPERM); /* not locked */
-    mote_mutex_lock(&m);
+    CHECK_EQ(mote_cond_wait(&c, &m), -EPERM);
+    CHECK_EQ(mote_mutex_trylock(&m), 0); /* and still not locked */
     int64_t t0 = mote_now();
     CHECK_EQ(mote_cond_timedwait(&c, &m, 20 * MS), -ETIMEDOUT);
     CHECK(mote_now() - t0 >= 20 * MS);
     CHECK_EQ(mote_mutex_trylock(&m), -EBUSY); /* reacquired */
     CHECK_EQ(mote_cond_timedwait(&c, &m, 0), -ETIMEDOUT);
-    mote_mutex_unlock(&m);
-    mote_cond_signal(&c); /* no waiters: nothing happens */
-    mote_cond_broadcast(&c);
+    CHECK_EQ(mote_cond_timedwait(&c, &m, -5), -ETIMEDOUT);
+    CHECK_EQ(mote_mutex_trylock(&m), -EBUSY);
+    CHECK_EQ(mote_mutex_unlock(&m), 0);
+    CHECK_EQ(mote_cond_signal(&c), 0); /* no waiters: nothing happens */
+    CHECK_EQ(mote_cond_broadcast(&c), 0);
+}
 
-    static queue q = {MOTE_MUTEX_INIT, MOTE_COND_INIT, {0}, 0, 0, 0, MOTE_WG_INIT};
-    mote_wg_add(&q.wg, 10);
+/* "m is locked again whenever the wait started (every result but -EINVAL
+ * and -EPERM)": so a timed wait on a mutex the caller does not hold is
+ * -EPERM, whatever the timeout, never -ETIMEDOUT with m unlocked. */
+TEST_TASK(cond_timedwait_on_unlocked_mutex_returns_eperm_for_any_timeout)
+{
+    mote_mutex m = MOTE_MUTEX_INIT;
+    mote_cond c = MOTE_COND_INIT;
+    CHECK_EQ(mote_cond_timedwait(&c, &m, 1 * MS), -EPERM);
+    CHECK_EQ(mote_cond_timedwait(&c, &m, 0), -EPERM);
+    CHECK_EQ(mote_cond_timedwait(&c, &m, -1), -EPERM);
+    CHECK_EQ(mote_mutex_trylock(&m), 0); /* never locked by the calls */
+    CHECK_EQ(mote_mutex_unlock(&m), 0);
+}
+
+TEST_TASK(cond_null_arguments_return_einval)
+{
+    mote_mutex m = MOTE_MUTEX_INIT;
+    mote_cond c = MOTE_COND_INIT;
+    CHECK_EQ(mote_mutex_lock(&m), 0);
+    CHECK_EQ(mote_cond_wait(NULL, &m), -EINVAL);
+    CHECK_EQ(mote_cond_wait(&c, NULL), -EINVAL);
+    CHECK_EQ(mote_cond_timedwait(NULL, &m, 1), -EINVAL);
+    CHECK_EQ(mote_cond_timedwait(&c, NULL, 1), -EINVAL);
+    CHECK_EQ(mote_cond_signal(NULL), -EINVAL);
+    CHECK_EQ(mote_cond_broadcast(NULL), -EINVAL);
+    CHECK_EQ(mote_mutex_trylock(&m), -EBUSY); /* still held */
+    CHECK_EQ(mote_mutex_unlock(&m), 0);
+}
+
+typedef struct sleepers {
+    mote_mutex m;
+    mote_cond c;
+    int waiting, woke;
+    mote_wg wg;
+} sleepers;
+
+static void cond_sleeper(void *arg)
+{
+    sleepers *q = arg;
+    CHECK_EQ(mote_mutex_lock(&q->m), 0);
+    q->waiting++;
+    CHECK_EQ(mote_cond_wait(&q->c, &q->m), 0);
+    q->woke++;
+    CHECK_EQ(mote_mutex_unlock(&q->m), 0);
+    CHECK_EQ(mote_wg_done(&q->wg), 0);
+}
+
+static int woke(sleepers *q)
+{
+    CHECK_EQ(mote_mutex_lock(&q->m), 0);
+    int n = q->woke;
+    CHECK_EQ(mote_mutex_unlock(&q->m), 0);
+    return n;
+}
+
+/* A signal wakes exactly one waiter, a broadcast all of them. */
+TEST_TASK(cond_signal_wakes_one_and_broadcast_all)
+{
+    static sleepers q;
+    q = (sleepers){MOTE_MUTEX_INIT, MOTE_COND_INIT, 0, 0, MOTE_WG_INIT};
+    CHECK_EQ(mote_wg_add(&q.wg, 10), 0);
     for (int i = 0; i < 10; i++)
         CHECK_EQ(mote_go(cond_sleeper, &q), 0);
-    for (;;) { /* until all ten wait */
-        mote_mutex_lock(&q.m);
-        int n = q.n;
-        mote_mutex_unlock(&q.m);
-        if (n == 10)
-            break;
-        mote_sleep(1 * MS);
-    }
-    mote_mutex_lock(&q.m);
-    mote_cond_signal(&q.nonempty);
-    mote_mutex_unlock(&q.m);
+    WAIT_UNTIL(blocked() == 10, 60); /* all ten wait on the condition */
+    CHECK_EQ(mote_mutex_lock(&q.m), 0);
+    CHECK_EQ(q.waiting, 10);
+    CHECK_EQ(mote_mutex_unlock(&q.m), 0);
+    CHECK_EQ(mote_mutex_lock(&q.m), 0);
+    CHECK_EQ(mote_cond_signal(&q.c), 0);
+    CHECK_EQ(mote_mutex_unlock(&q.m), 0);
+    WAIT_UNTIL(woke(&q) == 1, 60);
+    /* A second wake-up would show within this window (it needs only the
+     * free mutex); the nine others must still wait. */
     mote_sleep(10 * MS);
-    mote_mutex_lock(&q.m);
-    CHECK_EQ(q.popped, 1); /* signal wakes exactly one */
-    mote_cond_broadcast(&q.nonempty);
-    mote_mutex_unlock(&q.m);
-    mote_wg_wait(&q.wg);
-    CHECK_EQ(q.popped, 10);
+    CHECK_EQ(woke(&q), 1);
+    CHECK_EQ(blocked(), 9);
+    CHECK_EQ(mote_mutex_lock(&q.m), 0);
+    CHECK_EQ(mote_cond_broadcast(&q.c), 0);
+    CHECK_EQ(mote_mutex_unlock(&q.m), 0);
+    CHECK_EQ(mote_wg_wait(&q.wg), 0);
+    CHECK_EQ(q.woke, 10);
 }
 
 /* Timed waiters racing signals: every signal must reach a waiter that is
@@ -292,103 +376,148 @@ typedef struct race_ctx {
 static void race_waiter(void *arg)
 {
     race_ctx *x = arg;
-    mote_mutex_lock(&x->m);
+    CHECK_EQ(mote_mutex_lock(&x->m), 0);
     while (!x->stop) {
         if (x->tokens > 0) {
             x->tokens--;
             x->taken++;
             continue;
         }
-        mote_cond_timedwait(&x->c, &x->m, 50 * 1000); /* 50 us */
+        int r = mote_cond_timedwait(&x->c, &x->m, 50 * 1000); /* 50 us */
+        CHECK(r == 0 || r == -ETIMEDOUT);
     }
-    mote_mutex_unlock(&x->m);
-    mote_wg_done(&x->wg);
+    CHECK_EQ(mote_mutex_unlock(&x->m), 0);
+    CHECK_EQ(mote_wg_done(&x->wg), 0);
 }
 
-static void test_cond_race(void)
+static long taken(race_ctx *x)
 {
-    static race_ctx x = {MOTE_MUTEX_INIT, MOTE_COND_INIT, 0, 0, 0, MOTE_WG_INIT};
+    CHECK_EQ(mote_mutex_lock(&x->m), 0);
+    long t = x->taken;
+    CHECK_EQ(mote_mutex_unlock(&x->m), 0);
+    return t;
+}
+
+TEST_TASK(cond_signal_is_not_lost_to_timed_out_waiters)
+{
+    static race_ctx x;
+    x = (race_ctx){MOTE_MUTEX_INIT, MOTE_COND_INIT, 0, 0, 0, MOTE_WG_INIT};
     long n = TEST_SCALE(5000, 5);
-    mote_wg_add(&x.wg, 4);
+    CHECK_EQ(mote_wg_add(&x.wg, 4), 0);
     for (int i = 0; i < 4; i++)
         CHECK_EQ(mote_go(race_waiter, &x), 0);
     for (long i = 0; i < n; i++) {
-        mote_mutex_lock(&x.m);
+        CHECK_EQ(mote_mutex_lock(&x.m), 0);
         x.tokens++;
-        mote_cond_signal(&x.c);
-        mote_mutex_unlock(&x.m);
+        CHECK_EQ(mote_cond_signal(&x.c), 0);
+        CHECK_EQ(mote_mutex_unlock(&x.m), 0);
         if (i % 16 == 0)
             mote_yield();
     }
-    for (;;) {
-        mote_mutex_lock(&x.m);
-        long t = x.taken;
-        if (t == n)
-            x.stop = 1;
-        mote_mutex_unlock(&x.m);
-        if (t == n)
-            break;
-        mote_sleep(1 * MS);
-    }
-    mote_mutex_lock(&x.m);
-    mote_cond_broadcast(&x.c);
-    mote_mutex_unlock(&x.m);
-    mote_wg_wait(&x.wg);
+    WAIT_UNTIL(taken(&x) == n, 60);
+    CHECK_EQ(mote_mutex_lock(&x.m), 0);
+    x.stop = 1;
+    CHECK_EQ(mote_cond_broadcast(&x.c), 0);
+    CHECK_EQ(mote_mutex_unlock(&x.m), 0);
+    CHECK_EQ(mote_wg_wait(&x.wg), 0);
     CHECK_EQ(x.taken, n);
+    CHECK_EQ(x.tokens, 0);
 }
 
-/* ---- plain threads ---- */
+/* ---- outside a task ---- */
+
+/* Every call that may block returns -EPERM outside a task, whether or not
+ * it would block, and changes nothing; the others work anywhere. */
+static void sync_outside_a_task(void)
+{
+    mote_mutex m = MOTE_MUTEX_INIT;
+    mote_cond c = MOTE_COND_INIT;
+    mote_wg wg = MOTE_WG_INIT;
+    CHECK_EQ(mote_mutex_lock(&m), -EPERM);   /* free: still refused */
+    CHECK_EQ(mote_mutex_unlock(&m), -EPERM); /* so it was not taken */
+    CHECK_EQ(mote_mutex_trylock(&m), 0);
+    CHECK_EQ(mote_cond_wait(&c, &m), -EPERM);
+    CHECK_EQ(mote_cond_timedwait(&c, &m, 1000), -EPERM);
+    CHECK_EQ(mote_cond_timedwait(&c, &m, 0), -EPERM);
+    CHECK_EQ(mote_mutex_trylock(&m), -EBUSY); /* still held */
+    CHECK_EQ(mote_mutex_unlock(&m), 0);
+    CHECK_EQ(mote_cond_signal(&c), 0);
+    CHECK_EQ(mote_cond_broadcast(&c), 0);
+    CHECK_EQ(mote_wg_wait(&wg), -EPERM); /* zero: still refused */
+    CHECK_EQ(mote_wg_add(&wg, 1), 0);
+    CHECK_EQ(mote_wg_wait(&wg), -EPERM);
+    CHECK_EQ(mote_wg_done(&wg), 0);
+    CHECK_EQ(mote_wg_done(&wg), -EINVAL); /* the count was 1, not more */
+    CHECK_EQ(mote_mutex_lock(NULL), -EINVAL);
+    CHECK_EQ(mote_wg_wait(NULL), -EINVAL);
+}
 
 static void *plain_thread(void *arg)
 {
-    mote_mutex *m = arg;
-    mote_cond c = MOTE_COND_INIT;
-    mote_wg wg = MOTE_WG_INIT;
-    CHECK_EQ(mote_mutex_trylock(m), 0);
-    CHECK_EQ(mote_cond_timedwait(&c, m, 1000), -EPERM);
-    CHECK_EQ(mote_mutex_unlock(m), 0);
-    mote_cond_signal(&c);
-    mote_wg_wait(&wg); /* zero: fine anywhere */
-    CHECK_EQ(mote_wg_add(&wg, 1), 0);
-    CHECK_EQ(mote_wg_done(&wg), 0);
+    (void)arg;
+    sync_outside_a_task();
     return NULL;
 }
 
-static void test_plain_thread(void)
+TEST_TASK(plain_thread_blocking_calls_return_eperm)
 {
-    mote_mutex m = MOTE_MUTEX_INIT;
     pthread_t th;
-    CHECK_EQ(pthread_create(&th, NULL, plain_thread, &m), 0);
+    CHECK_EQ(pthread_create(&th, NULL, plain_thread, NULL), 0);
     CHECK_EQ(pthread_join(th, NULL), 0);
 }
 
-static void test_main(void *arg)
+TEST(blocking_calls_outside_a_run_return_eperm) { sync_outside_a_task(); }
+
+/* A plain thread unlocks a mutex a task holds, and signals a condition a
+ * task waits on (both allowed anywhere, as in Go).  The thread first
+ * spawns a task: deadlock detection stays on until a plain thread has used
+ * the runtime (README), and would take the waiting main task for a
+ * deadlock; main polls (with a timer pending) until that spawn ran. */
+typedef struct cross {
+    mote_mutex m;
+    mote_cond c;
+    int flag;
+    int contact;
+} cross;
+
+static void contact_made(void *arg) { __atomic_store_n((int *)arg, 1, __ATOMIC_SEQ_CST); }
+
+static void *plain_waker(void *arg)
 {
-    (void)arg;
-    test_wg();
-    test_mutex();
-    test_cond();
-    test_cond_timeout_and_broadcast();
-    test_cond_race();
-    test_plain_thread();
+    cross *x = arg;
+    CHECK_EQ(mote_go(contact_made, &x->contact), 0);
+    while (mote_mutex_trylock(&x->m) != 0) /* the task waits on c */
+        usleep(100);
+    x->flag = 1;
+    CHECK_EQ(mote_cond_signal(&x->c), 0);
+    CHECK_EQ(mote_mutex_unlock(&x->m), 0);
+    return NULL;
 }
 
-static void starvation_main(void *arg)
+static void *plain_unlock(void *arg)
 {
-    (void)arg;
-    test_no_starvation();
+    CHECK_EQ(mote_mutex_unlock(arg), 0);
+    return NULL;
 }
 
-int main(void)
+TEST_TASK(plain_thread_may_signal_and_unlock)
 {
-    setenv("MOTE_WORKERS", "2", 0);
-    CHECK_EQ(mote_run(test_main, NULL), 0);
-    /* One worker makes the starvation scenario deterministic: the victim
-     * runs only while a hog holds the mutex (hogs yield only while holding),
-     * so it must queue, and without hand-off every wake-up finds the mutex
-     * re-taken. */
-    setenv("MOTE_WORKERS", "1", 1);
-    CHECK_EQ(mote_run(starvation_main, NULL), 0);
-    TEST_PASS("test_sync");
-    return 0;
+    static cross x;
+    x = (cross){MOTE_MUTEX_INIT, MOTE_COND_INIT, 0, 0};
+    CHECK_EQ(mote_mutex_lock(&x.m), 0);
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, plain_waker, &x), 0);
+    WAIT_UNTIL(__atomic_load_n(&x.contact, __ATOMIC_SEQ_CST), 60);
+    while (!x.flag)
+        CHECK_EQ(mote_cond_wait(&x.c, &x.m), 0);
+    CHECK_EQ(mote_mutex_unlock(&x.m), 0);
+    CHECK_EQ(pthread_join(th, NULL), 0);
+
+    CHECK_EQ(mote_mutex_lock(&x.m), 0); /* a task locks, a thread unlocks */
+    CHECK_EQ(pthread_create(&th, NULL, plain_unlock, &x.m), 0);
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    CHECK_EQ(mote_mutex_trylock(&x.m), 0);
+    CHECK_EQ(mote_mutex_unlock(&x.m), 0);
 }
+
+TEST_MAIN()
