@@ -103,6 +103,7 @@ typedef struct __attribute__((aligned(128))) heap_page {
     list_node qlink;               /* class queue (owner) */
     struct heap_page *remote_next; /* on owner->remote */
     uintptr_t tfree;               /* remote-freed blocks | count | HEAP_TF_* */
+    uint32_t cached_ms;            /* large/huge in the arena's cache: when freed */
 } heap_page;
 _Static_assert(__builtin_offsetof(heap_page, reserved) < 64,
                "fast-path fields fit one line");
@@ -230,6 +231,10 @@ void *mote__arena_large_alloc(size_t size, size_t align);
 void mote__arena_large_free(heap_page *pg);
 void *mote__arena_huge_alloc(size_t size, size_t align);
 void mote__arena_huge_free(heap_segment *seg, const void *p);
+/* Large and huge blocks, once freed, wait in the arena's cache (the page
+ * descriptor keeps kind, first and usable; used is 0) for a request of their
+ * size, at most the decay period; a second free of one finds used == 0 (large)
+ * or no segment-map entry (huge) and aborts. */
 /* Releases dirty free slices older than decay_ms; returns ms until the next
  * one is due, or -1 if none is waiting.  Takes the arena lock itself. */
 long mote__arena_scavenge(uint32_t decay_ms, bool may_idle);
@@ -246,7 +251,7 @@ typedef struct heap_small_usage {
 void mote__arena_small_usage(heap_small_usage *u);
 typedef struct heap_arena_stats {
     uint64_t mapped, released, large_inuse, huge_inuse, segments, huge_count, decommits,
-        released_total;
+        released_total, cache_bytes, cache_count, cache_hits, cache_misses;
 } heap_arena_stats;
 void mote__arena_stats(heap_arena_stats *st);
 

@@ -100,13 +100,17 @@ void mote__stats_print_at_exit(void)
         OUT("{\"inuse\":%llu,\"free\":%llu,\"released\":%llu,\"mapped\":%llu,"
             "\"segments\":%llu,\"huge\":%llu,\"large_inuse\":%llu,\"huge_inuse\":%llu,"
             "\"decommits\":%llu,\"released_total\":%llu,\"thread_caches\":%llu,"
+            "\"cached_blocks\":%llu,\"cached_bytes\":%llu,\"cache_hits\":%llu,"
+            "\"cache_misses\":%llu,"
             "\"decay_ms\":%u,\"limit\":%llu,\"classes\":[",
             (unsigned long long)s.inuse, (unsigned long long)s.free,
             (unsigned long long)s.released, (unsigned long long)s.mapped,
             (unsigned long long)s.a.segments, (unsigned long long)s.a.huge_count,
             (unsigned long long)s.a.large_inuse, (unsigned long long)s.a.huge_inuse,
             (unsigned long long)s.a.decommits, (unsigned long long)s.a.released_total,
-            (unsigned long long)s.caches, mote__heap_cfg.decay_ms,
+            (unsigned long long)s.caches, (unsigned long long)s.a.cache_count,
+            (unsigned long long)s.a.cache_bytes, (unsigned long long)s.a.cache_hits,
+            (unsigned long long)s.a.cache_misses, mote__heap_cfg.decay_ms,
             (unsigned long long)mote__heap_cfg.limit);
         bool first = true;
         for (unsigned c = 1; c < HEAP_NCLS; c++) {
@@ -144,6 +148,10 @@ void mote__stats_print_at_exit(void)
         OUT("%-22s %14llu\n", "released total bytes",
             (unsigned long long)s.a.released_total);
         OUT("%-22s %14llu\n", "thread caches", (unsigned long long)s.caches);
+        OUT("%-22s %14llu\n", "cached big blocks", (unsigned long long)s.a.cache_count);
+        OUT("%-22s %14llu\n", "cached big bytes", (unsigned long long)s.a.cache_bytes);
+        OUT("%-22s %14llu\n", "big cache hits", (unsigned long long)s.a.cache_hits);
+        OUT("%-22s %14llu\n", "big cache misses", (unsigned long long)s.a.cache_misses);
     }
 #undef OUT
     if (n > cap - 1)
