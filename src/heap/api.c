@@ -201,7 +201,7 @@ static HEAP_NOINLINE void heap_free_slow(void *p)
         return;
     }
     b->cookie = u ^ mote__heap_key;
-    mote__page_free_remote(pg, b);
+    mote__tcache_free_remote(pg, b);
 }
 
 static inline void heap_free_inline(void *p)
@@ -307,8 +307,9 @@ void mote__heap_release_all(void)
 {
     heap_ensure_init();
     mote__tcache_release_own();
-    mote__tcache_collect_dead();
-    while (mote__arena_scavenge(0, false) == 0)
+    mote__tcache_collect_dead(true, 0);
+    mote__tcache_release_own(); /* the message blocks that came home */
+    while (mote__arena_scavenge(0) == 0)
         ;
 }
 

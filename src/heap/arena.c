@@ -585,7 +585,7 @@ void mote__arena_huge_free(heap_segment *seg, const void *p)
         mote__scavenger_ensure();
 }
 
-long mote__arena_scavenge(uint32_t decay_ms, bool may_idle)
+long mote__arena_scavenge(uint32_t decay_ms)
 {
     enum { BATCH = 64 };
     heap_segment *segs[BATCH];
@@ -596,7 +596,6 @@ long mote__arena_scavenge(uint32_t decay_ms, bool may_idle)
     cache_drop d = {.n = 0};
 
     heap_lock_acquire(&mote__heap_arena_lock);
-    uint64_t gen0 = mote__scavenger_gen;
     uint32_t now = mote__os_coarse_ms();
     /* Cached blocks older than the decay period leave the cache first: the
      * large runs among them are then due free slices, released below. */
@@ -664,12 +663,6 @@ long mote__arena_scavenge(uint32_t decay_ms, bool may_idle)
             segment_unmap(seg);
     }
     FETCH_ADD(&st_decommits, runs, RELAXED);
-    if (!more && next < 0 && may_idle) {
-        if (mote__scavenger_gen == gen0)
-            mote__scavenger_idle = 1; /* the next freed slice wakes us */
-        else
-            next = decay_ms;
-    }
     heap_lock_release(&mote__heap_arena_lock);
     return more ? 0 : next;
 }

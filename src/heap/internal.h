@@ -16,11 +16,12 @@
  *   p & ~(4 MiB - 1); the page is seg->map[(p >> 16) & 63].
  *
  * Ownership rules (the invariants every file relies on):
- *   - page fields above "remote-visible" are touched only by the owner: the
- *     thread whose cache holds the page, or whoever holds the pool lock for
- *     a dead cache, or the arena lock for large pages.
- *   - page->tfree is the only field other threads write: a lock-free stack
- *     of blocks freed by non-owners, with a 2-bit state in its low bits.
+ *   - page fields are touched only by the owner: the thread whose cache
+ *     holds the page, or whoever holds the pool lock for a dead cache, or
+ *     the arena lock for large pages.  Nobody else writes a small page:
+ *     a block freed by another thread travels to the owning cache's inbox
+ *     (batched in the freeing thread's cache first), and the owner puts it
+ *     back on its page;
  *   - segment fields (masks, map, since) change only under the arena lock.
  */
 #ifndef MOTE_HEAP_INTERNAL_H
@@ -60,14 +61,6 @@
 
 enum { HEAP_SEG_SMALL = 1, HEAP_SEG_HUGE = 2 };
 enum { HEAP_PAGE_FREE = 0, HEAP_PAGE_SMALL = 1, HEAP_PAGE_LARGE = 2, HEAP_PAGE_HUGE = 3 };
-/* States in the low bits of page->tfree. */
-enum {
-    HEAP_TF_NORMAL = 0,   /* page is in its cache's class queue */
-    HEAP_TF_FULL = 1,     /* page left the queue; the next remote free notifies */
-    HEAP_TF_NOTIFIED = 2, /* a remote free pushed the page on cache->remote */
-};
-#define HEAP_TF_STATE 3UL
-
 typedef struct heap_block {
     struct heap_block *next;
     uintptr_t cookie; /* (address ^ mote__heap_key) while free: double-free check */
@@ -81,7 +74,8 @@ struct heap_tcache;
 typedef struct __attribute__((aligned(128))) heap_page {
     /* ---- first cache line: everything the fast paths touch ---- */
     heap_block *free;          /* blocks ready to hand out (owner) */
-    uint32_t used;             /* blocks out (includes remote frees not collected);
+    uint32_t used;             /* blocks out (includes blocks freed by other
+                              threads not yet back in the owner's hands);
                               written by the owner only, without RMW: use
                               page_used*() so metrics may read it */
     uint32_t bsize;            /* block size (small pages) */
@@ -96,19 +90,14 @@ typedef struct __attribute__((aligned(128))) heap_page {
     uint32_t slices;           /* length of the run */
     uint32_t capacity;         /* blocks carved so far (owner) */
     uint32_t reserved;         /* blocks that fit */
-    /* ---- second line: slow-path fields and the remote-free stack, which
-     * other threads write: kept off the owner's fast-path line ---- */
-    uint8_t *first;                /* large/huge: the block handed out */
-    size_t usable;                 /* large/huge: usable bytes from first */
-    list_node qlink;               /* class queue (owner) */
-    struct heap_page *remote_next; /* on owner->remote */
-    uintptr_t tfree;               /* remote-freed blocks | count | HEAP_TF_* */
-    uint32_t cached_ms;            /* large/huge in the arena's cache: when freed */
+    /* ---- second line: slow-path fields ---- */
+    uint8_t *first;     /* large/huge: the block handed out */
+    size_t usable;      /* large/huge: usable bytes from first */
+    list_node qlink;    /* class queue (owner), or the arena's cache */
+    uint32_t cached_ms; /* large/huge in the arena's cache: when freed */
 } heap_page;
 _Static_assert(__builtin_offsetof(heap_page, reserved) < 64,
                "fast-path fields fit one line");
-_Static_assert(__builtin_offsetof(heap_page, tfree) >= 64,
-               "tfree off the fast-path line");
 
 typedef struct heap_segment {
     uint64_t magic;
@@ -140,14 +129,42 @@ static inline heap_page *queue_next(const heap_page *pg)
     return pg->qlink.next ? list_entry(pg->qlink.next, heap_page, qlink) : NULL;
 }
 
+/* Blocks freed by one thread into another cache's pages travel in a
+ * message: a block of the freeing thread's own (512 bytes) holding their
+ * addresses, so the owner reads one array instead of a chain of blocks
+ * just written on another core.  The owner never reads the blocks; the
+ * message goes home as a plain block afterwards. */
+#define HEAP_RBUF_SLOTS 4
+#define HEAP_RBUF_MAX   62
+typedef struct heap_msg {
+    uintptr_t link; /* next inbox entry (tagged, see tcache.c) */
+    uint32_t n;
+    uint32_t pad_;
+    heap_block *blk[HEAP_RBUF_MAX];
+} heap_msg;
+_Static_assert(sizeof(heap_msg) == 512, "a message is one 512-byte block");
+
+/* The message being filled for one other cache (owner-only). */
+typedef struct heap_rbuf {
+    struct heap_tcache *to;
+    heap_msg *msg;
+} heap_rbuf;
+
 typedef struct heap_tcache {
-    heap_page *cur[HEAP_NCLS]; /* == queue[c].first, or &mote__heap_page_empty */
+    heap_page *cur[HEAP_NCLS]; /* == a page of queue[c], or &mote__heap_page_empty */
     heap_queue queue[HEAP_NCLS];
-    heap_page *remote;             /* pages notified by remote frees */
-    int dead;                      /* 1 while in the pool (thread exited) */
-    struct heap_tcache *pool_next; /* pool of dead caches */
-    struct heap_tcache *all_next;  /* every cache ever made (immortal) */
+    heap_rbuf rbuf[HEAP_RBUF_SLOTS]; /* frees into other caches' pages, unsent */
+    uint32_t rbuf_n;                 /* blocks in rbuf */
+    uint32_t died_ms;                /* when the thread exited (pool lock) */
+    int keeps_empty;                 /* dead, with empty pages kept for a successor */
+    struct heap_tcache *pool_next;   /* pool of dead caches */
+    struct heap_tcache *all_next;    /* every cache ever made (immortal) */
     uint32_t id;
+    /* ---- written by other threads: on a line of their own ---- */
+    __attribute__((aligned(64))) uintptr_t inbox; /* messages and single blocks
+                                                     freed into our pages (push,
+                                                     take-all) */
+    int dead; /* 1 while in the pool (thread exited) */
 } heap_tcache;
 
 static inline uint32_t page_used(const heap_page *pg) { return LOAD(&pg->used, RELAXED); }
@@ -235,9 +252,10 @@ void mote__arena_huge_free(heap_segment *seg, const void *p);
  * descriptor keeps kind, first and usable; used is 0) for a request of their
  * size, at most the decay period; a second free of one finds used == 0 (large)
  * or no segment-map entry (huge) and aborts. */
-/* Releases dirty free slices older than decay_ms; returns ms until the next
- * one is due, or -1 if none is waiting.  Takes the arena lock itself. */
-long mote__arena_scavenge(uint32_t decay_ms, bool may_idle);
+/* Releases cached big blocks and dirty free slices older than decay_ms;
+ * returns ms until the next one is due (0: call again, a batch was full),
+ * or -1 if none is waiting.  Takes the arena lock itself. */
+long mote__arena_scavenge(uint32_t decay_ms);
 int mote__arena_set_limit(uint64_t bytes);
 uint64_t mote__arena_committed(void);
 void mote__arena_fork_prepare(void);
@@ -263,17 +281,18 @@ static inline heap_segment *heap_segment_of(const void *p)
 /* ---- page.c ---- */
 void mote__page_init_small(heap_page *pg, heap_tcache *owner, unsigned cls);
 void mote__page_extend(heap_page *pg);
-void mote__page_collect(heap_page *pg);
-bool mote__page_try_mark_full(heap_page *pg);
-void mote__page_set_normal(heap_page *pg, uintptr_t from_state);
-void mote__page_free_remote(heap_page *pg, heap_block *b);
 
 /* ---- tcache.c ---- */
 /* n: the request, to find its class when cls is 0 (before init). */
 void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n);
 void mote__tcache_page_freed(heap_tcache *h, heap_page *pg);
+/* A thread frees b (cookie set) of pg, whose owner is another cache. */
+void mote__tcache_free_remote(heap_page *pg, heap_block *b);
 void mote__tcache_release_own(void);
-void mote__tcache_collect_dead(void);
+/* Dead caches: takes their inboxes in and frees their empty pages (all of
+ * them when force, else those of caches dead for decay_ms); returns ms
+ * until the next dead cache's kept pages are due, or -1.  Pool lock. */
+long mote__tcache_collect_dead(bool force, uint32_t decay_ms);
 void mote__tcache_init_once(void);
 void mote__tcache_fork_prepare(void);
 void mote__tcache_fork_parent(void);
@@ -282,12 +301,10 @@ heap_tcache *mote__tcache_all(void);
 
 /* ---- scavenger.c ---- */
 void mote__scavenger_ensure(void);
+/* A dead cache got blocks in its inbox, or kept pages at its thread's exit. */
 void mote__scavenger_kick(void);
-/* Under the arena lock: bumped when dirty free slices appear; idle is 1
- * while the scavenger sleeps with nothing due. */
-extern uint64_t mote__scavenger_gen;
-extern int mote__scavenger_idle;
-void mote__scavenger_note_dirty(void); /* arena lock held */
+/* Dirty free slices or cached blocks appeared (any thread, any lock). */
+void mote__scavenger_note_dirty(void);
 void mote__scavenger_fork_child(void);
 
 /* ---- api.c ---- */

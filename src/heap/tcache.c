@@ -1,22 +1,37 @@
 /*
  * tcache.c - per-thread caches ("heaps" in mimalloc's words): for each size
  * class a queue of pages the thread allocates from; the slow paths of
- * malloc and free; thread exit; the pool of dead caches.
+ * malloc and free; blocks freed by other threads coming home; thread exit
+ * and the pool of dead caches that new threads adopt.
  *
  * Invariants:
- *   - a live cache is touched only by its thread, except cache->remote
- *     (lock-free stack of notified pages) and the relaxed counters;
- *   - cur[c] is a page in queue[c] (the one a local free last went to, or
- *     the first), or &mote__heap_page_empty when the queue is empty, so the fast
- *     path needs no NULL test; the static mote__heap_tcache_empty has
- *     every cur[c] at &mote__heap_page_empty and sends each thread to the slow
- *     path on its first malloc;
- *   - caches are never freed: a thread's cache goes to the pool when the
- *     thread exits (pthread key destructor) and a new thread adopts it.  So
- *     a remote free may always dereference page->owner;
- *   - a dead cache has no queued page: every page it still holds is FULL or
- *     NOTIFIED, so the first remote free into it notifies and kicks the
- *     scavenger, which empties it under the pool lock (no polling).
+ *   - a live cache is touched only by its thread, except `inbox` (other
+ *     threads push lists of blocks with one CAS, the owner takes them all
+ *     with one exchange: no ABA) and `dead`;
+ *   - cur[c] is a page of queue[c] (the one a local free last went to, or
+ *     the first), or &mote__heap_page_empty when the queue is empty, so the
+ *     fast path needs no NULL test; the static mote__heap_tcache_empty has
+ *     every cur[c] at &mote__heap_page_empty and sends each thread to the
+ *     slow path on its first malloc;
+ *   - a small page is in its class queue, or out of it with in_full = 1
+ *     (it had no free block and no room to carve when it left); it comes
+ *     back when one of its blocks does;
+ *   - a block freed by a thread other than its page's owner is, until the
+ *     owner takes it back, either in the freeing thread's rbuf (at most
+ *     HEAP_RBUF_MAX per slot; sent when a slot fills or is needed for
+ *     another cache, on that thread's next malloc slow path, at its exit and
+ *     on mote_mem_release) or in the owner's inbox.  Its page's used count
+ *     still counts it, so a page never goes back to the arena with a block
+ *     in flight, and the page never changes owner: no free can reach the
+ *     wrong cache;
+ *   - caches are never freed: at thread exit a cache sends its rbuf, takes
+ *     its inbox in, frees its empty pages except one per one-slice class and
+ *     keeps every other page in its queues; it goes to the pool, and the next
+ *     new thread adopts it with those pages (LIFO: the warmest first), so a
+ *     successor allocates into its predecessor's partly used pages.  While
+ *     dead, the scavenger (pool lock) takes its inbox in and frees its kept
+ *     empty pages once it has been dead for the decay period.  So a remote
+ *     free may always dereference page->owner.
  * Lock order: pool lock, then arena lock.
  */
 #include <errno.h>
@@ -52,8 +67,11 @@ static inline void queue_sync_cur(heap_tcache *h, unsigned c)
 
 static void queue_remove(heap_tcache *h, heap_page *pg)
 {
+    mote__assert(!pg->in_full && pg->owner == h);
+    mote__assert_expensive(list_contains(&h->queue[pg->cls], &pg->qlink));
     list_remove(&h->queue[pg->cls], &pg->qlink);
-    queue_sync_cur(h, pg->cls);
+    if (h->cur[pg->cls] == pg || !h->queue[pg->cls].head)
+        queue_sync_cur(h, pg->cls);
 }
 
 static void queue_push_front(heap_tcache *h, heap_page *pg)
@@ -62,10 +80,236 @@ static void queue_push_front(heap_tcache *h, heap_page *pg)
     queue_sync_cur(h, pg->cls);
 }
 
-static void queue_push_back(heap_tcache *h, heap_page *pg)
+/* A parked page that got a block back rejoins its queue: in front when it
+ * lies below the first page, else at the back.  Roughly address-ordered
+ * queues keep a class on the same few pages from one burst to the next
+ * (the others stay untouched, or empty and free to go). */
+static void queue_return(heap_tcache *h, heap_page *pg)
 {
+    heap_page *first = queue_first(&h->queue[pg->cls]);
+    if (first && pg->start < first->start) {
+        list_push_front(&h->queue[pg->cls], &pg->qlink);
+        queue_sync_cur(h, pg->cls);
+        return;
+    }
     list_push_back(&h->queue[pg->cls], &pg->qlink);
-    queue_sync_cur(h, pg->cls);
+    if (h->cur[pg->cls] == &mote__heap_page_empty)
+        queue_sync_cur(h, pg->cls);
+}
+
+/* Whole-structure check (MOTE_DEBUG=2): every queued page is ours, not
+ * parked, and cur[c] is in queue[c]. */
+static inline bool tcache_valid(heap_tcache *h)
+{
+    for (unsigned c = 1; c < HEAP_NCLS; c++) {
+        if (!list_valid(&h->queue[c]))
+            return false;
+        bool cur_found = h->cur[c] == &mote__heap_page_empty && !h->queue[c].head;
+        for (heap_page *pg = queue_first(&h->queue[c]); pg; pg = queue_next(pg)) {
+            if (pg->owner != h || pg->cls != c || pg->in_full || pg->kind != HEAP_PAGE_SMALL)
+                return false;
+            cur_found |= pg == h->cur[c];
+        }
+        if (!cur_found)
+            return false;
+    }
+    return true;
+}
+
+/* ---- pages back to the arena ---- */
+
+static void pages_to_arena(list *l)
+{
+    if (list_empty(l))
+        return;
+    heap_lock_acquire(&mote__heap_arena_lock);
+    list_node *n;
+    while ((n = list_pop_front(l)))
+        mote__arena_page_free(list_entry(n, heap_page, qlink));
+    heap_lock_release(&mote__heap_arena_lock);
+    mote__scavenger_ensure();
+}
+
+/* An empty page of a one-slice class stays with its cache while the class
+ * has at most two pages: a thread that frees its last block often allocates
+ * the next one at once, and a class that needs a second page now and then
+ * would otherwise take a new one each time (from slices another class may
+ * have made resident: RSS grows with each round).  So at most two empty
+ * pages per class stay with a thread. */
+static inline bool page_stays_empty(heap_tcache *h, heap_page *pg)
+{
+    heap_queue *q = &h->queue[pg->cls];
+    return pg->slices == 1 && (q->head == q->tail || q->head->next == q->tail);
+}
+
+/* A block of pg, owned by h, is back (cookie already set): on its page's
+ * list; a parked page goes back in its queue; an empty one may leave. */
+static inline void page_take_block(heap_tcache *h, heap_page *pg, heap_block *b,
+                                   list *to_free)
+{
+    mote__assert(pg->kind == HEAP_PAGE_SMALL && pg->owner == h && page_used(pg) > 0);
+    b->next = pg->free;
+    pg->free = b;
+    uint32_t u = page_used_add(pg, -1);
+    if (pg->in_full) {
+        pg->in_full = 0;
+        queue_return(h, pg);
+    }
+    if (u == 0 && !page_stays_empty(h, pg)) {
+        queue_remove(h, pg);
+        list_push_back(to_free, &pg->qlink);
+    }
+}
+
+/* ---- blocks freed by other threads ----
+ *
+ * An inbox entry is a message (its address | 1: link in msg->link) or a
+ * single block (its address: link in block->next), for a free that could
+ * not get a message block and for messages going home.  Entries are pushed
+ * with one CAS and taken all at once with one exchange. */
+
+#define INBOX_MSG 1u
+
+static void inbox_push(heap_tcache *to, uintptr_t e, uintptr_t *link)
+{
+    uintptr_t old = LOAD(&to->inbox, RELAXED);
+    do {
+        *link = old;
+    } while (!CAS_WEAK(&to->inbox, &old, e, SEQ_CST));
+    /* The exiting owner sets dead before its last look at the inbox, and
+     * looks again once in the pool: it or we see the other (seq_cst). */
+    if (!old && LOAD(&to->dead, SEQ_CST))
+        mote__scavenger_kick();
+}
+
+static void inbox_push_block(heap_tcache *to, heap_block *b)
+{
+    inbox_push(to, (uintptr_t)b, (uintptr_t *)&b->next);
+}
+
+static void rbuf_send(heap_tcache *h, heap_rbuf *r)
+{
+    heap_msg *m = r->msg;
+    mote__assert(m && m->n && r->to && r->to != h);
+    h->rbuf_n -= m->n;
+    r->msg = NULL;
+    inbox_push(r->to, (uintptr_t)m | INBOX_MSG, &m->link);
+}
+
+static void rbuf_send_all(heap_tcache *h)
+{
+    for (unsigned i = 0; i < HEAP_RBUF_SLOTS && h->rbuf_n; i++)
+        if (h->rbuf[i].msg)
+            rbuf_send(h, &h->rbuf[i]);
+    mote__assert(h->rbuf_n == 0);
+}
+
+/* A message block from h's own pages (a malloc without the public path:
+ * never sampled by the profiler). */
+static heap_msg *msg_alloc(heap_tcache *h)
+{
+    unsigned msg_cls = sizeclass_of(sizeof(heap_msg));
+    heap_page *pg = h->cur[msg_cls];
+    heap_block *b = pg->free;
+    if (HEAP_UNLIKELY(!b))
+        return mote__tcache_alloc_slow(h, msg_cls, sizeof(heap_msg));
+    pg->free = b->next;
+    page_used_add(pg, 1);
+    b->cookie = 0;
+    return (heap_msg *)b;
+}
+
+static heap_tcache *tcache_acquire(void);
+
+void mote__tcache_free_remote(heap_page *pg, heap_block *b)
+{
+    heap_tcache *to = pg->owner;
+    heap_tcache *h = mote__heap_tls;
+    if (HEAP_UNLIKELY(h == &mote__heap_tcache_empty)) {
+        /* A thread that frees before it ever allocates gets a cache, to
+         * batch its frees like any other thread's. */
+        h = tcache_acquire();
+        if (!h) {
+            inbox_push_block(to, b);
+            return;
+        }
+    }
+    mote__assert(to != h);
+    heap_rbuf *r = &h->rbuf[to->id & (HEAP_RBUF_SLOTS - 1)];
+    if (r->to != to) {
+        if (r->msg)
+            rbuf_send(h, r);
+        r->to = to;
+    }
+    heap_msg *m = r->msg;
+    if (!m) {
+        m = msg_alloc(h);
+        if (HEAP_UNLIKELY(!m)) { /* out of memory: send it alone */
+            inbox_push_block(to, b);
+            return;
+        }
+        /* msg_alloc may have sent this very slot (slow path) */
+        if (HEAP_UNLIKELY(r->msg || r->to != to)) {
+            if (r->msg)
+                rbuf_send(h, r);
+            r->to = to;
+        }
+        m->n = 0;
+        r->msg = m;
+    }
+    m->blk[m->n++] = b;
+    h->rbuf_n++;
+    if (m->n == HEAP_RBUF_MAX)
+        rbuf_send(h, r);
+}
+
+static inline heap_page *block_page(const void *b)
+{
+    heap_segment *seg = heap_segment_of(b);
+    return seg->map[((uintptr_t)b >> HEAP_SLICE_SHIFT) & (HEAP_SLICES - 1)];
+}
+
+/* Takes the inbox in (owner, or pool lock for a dead cache).  Messages are
+ * read as arrays; the blocks they name are only written.  Messages then
+ * go home: to h's own pages, or as a single block to their owner. */
+static void tcache_drain(heap_tcache *h)
+{
+    uintptr_t e = XCHG(&h->inbox, 0, ACQUIRE);
+    if (!e)
+        return;
+    list to_free = {0};
+    heap_block *home = NULL;
+    while (e) {
+        if (e & INBOX_MSG) {
+            heap_msg *m = (heap_msg *)(e & ~(uintptr_t)INBOX_MSG);
+            e = m->link;
+            uint32_t n = m->n;
+            mote__assert(n >= 1 && n <= HEAP_RBUF_MAX);
+            for (uint32_t i = 0; i < n; i++) {
+                heap_block *b = m->blk[i];
+                page_take_block(h, block_page(b), b, &to_free);
+            }
+            heap_block *mb = (heap_block *)m;
+            mb->next = home;
+            home = mb;
+        } else {
+            heap_block *b = (heap_block *)e;
+            e = (uintptr_t)b->next;
+            page_take_block(h, block_page(b), b, &to_free);
+        }
+    }
+    while (home) {
+        heap_block *mb = home;
+        home = mb->next;
+        heap_page *pg = block_page(mb);
+        mb->cookie = (uintptr_t)mb ^ mote__heap_key;
+        if (pg->owner == h)
+            page_take_block(h, pg, mb, &to_free);
+        else
+            inbox_push_block(pg->owner, mb);
+    }
+    pages_to_arena(&to_free);
+    mote__assert_expensive(tcache_valid(h));
 }
 
 /* ---- acquiring and dropping a cache ---- */
@@ -84,6 +328,7 @@ static heap_tcache *tcache_acquire(void)
     if (h) {
         pool = h->pool_next;
         h->pool_next = NULL;
+        h->keeps_empty = 0;
     } else {
         if (meta_end - meta_cur < (ptrdiff_t)sizeof(heap_tcache)) {
             size_t chunk = 256 * 1024;
@@ -112,60 +357,31 @@ static heap_tcache *tcache_acquire(void)
     return h;
 }
 
-/* Takes notified pages back into their queues (owner only). */
-static void tcache_drain_remote(heap_tcache *h)
-{
-    heap_page *pg = XCHG(&h->remote, NULL, ACQUIRE);
-    while (pg) {
-        heap_page *next = pg->remote_next;
-        pg->remote_next = NULL;
-        mote__page_set_normal(pg, HEAP_TF_NOTIFIED);
-        if (pg->in_full) {
-            pg->in_full = 0;
-            queue_push_back(h, pg);
-        }
-        pg = next;
-    }
-}
-
-static inline bool page_notified(heap_page *pg)
-{
-    return (LOAD(&pg->tfree, RELAXED) & HEAP_TF_STATE) == HEAP_TF_NOTIFIED;
-}
-
-/* Frees every page of h that holds no live block, and (if park) takes every
- * other page out of the queues marked FULL.  Owner only. */
-static void tcache_cleanup(heap_tcache *h, bool park)
+/* Takes the inbox in and frees every empty page, except (keep) one per
+ * one-slice class; returns whether one was kept.  Owner only. */
+static bool tcache_trim(heap_tcache *h, bool keep)
 {
     list to_free = {0};
-    tcache_drain_remote(h);
+    bool kept = false;
+    tcache_drain(h);
     for (unsigned c = 1; c < HEAP_NCLS; c++) {
         heap_page *pg = queue_first(&h->queue[c]);
         while (pg) {
             heap_page *next = queue_next(pg);
-            mote__page_collect(pg);
-            if (page_used(pg) == 0 && !page_notified(pg)) {
-                queue_remove(h, pg);
-                list_push_back(&to_free, &pg->qlink);
-            } else if (park) {
-                if (mote__page_try_mark_full(pg)) {
-                    queue_remove(h, pg);
-                    pg->in_full = 1;
+            if (page_used(pg) == 0) {
+                if (keep && page_stays_empty(h, pg)) {
+                    kept = true;
                 } else {
-                    continue; /* a remote free raced in: look again */
+                    queue_remove(h, pg);
+                    list_push_back(&to_free, &pg->qlink);
                 }
             }
             pg = next;
         }
     }
-    if (!list_empty(&to_free)) {
-        heap_lock_acquire(&mote__heap_arena_lock);
-        list_node *n;
-        while ((n = list_pop_front(&to_free)))
-            mote__arena_page_free(list_entry(n, heap_page, qlink));
-        heap_lock_release(&mote__heap_arena_lock);
-        mote__scavenger_ensure();
-    }
+    pages_to_arena(&to_free);
+    mote__assert_expensive(tcache_valid(h));
+    return kept;
 }
 
 static void tcache_thread_exit(void *arg)
@@ -173,33 +389,60 @@ static void tcache_thread_exit(void *arg)
     heap_tcache *h = arg;
     if (!h || h != mote__heap_tls)
         return;
-    /* dead = 1 before the last drain: a remote free that pushes after it
-     * sees dead and kicks the scavenger (both seq_cst). */
+    rbuf_send_all(h);
+    /* dead = 1 before the last look at the inbox: a free that pushes after
+     * it sees dead and kicks the scavenger (both seq_cst). */
     STORE(&h->dead, 1, SEQ_CST);
-    tcache_cleanup(h, true);
+    bool kept = tcache_trim(h, true);
     mote__heap_tls = &mote__heap_tcache_empty;
     heap_lock_acquire(&pool_lock);
+    h->died_ms = mote__os_coarse_ms();
+    h->keeps_empty = kept;
     h->pool_next = pool;
     pool = h;
     heap_lock_release(&pool_lock);
-    if (LOAD(&h->remote, SEQ_CST))
+    if (kept || LOAD(&h->inbox, SEQ_CST))
         mote__scavenger_kick();
 }
 
-void mote__tcache_collect_dead(void)
+long mote__tcache_collect_dead(bool force, uint32_t decay_ms)
 {
+    long next;
+    bool again;
+    int passes = 0;
     heap_lock_acquire(&pool_lock);
-    for (heap_tcache *h = pool; h; h = h->pool_next)
-        if (LOAD(&h->remote, ACQUIRE))
-            tcache_cleanup(h, true);
+    uint32_t now = mote__os_coarse_ms();
+    /* Taking one cache's inbox in may send message blocks home to another
+     * that was already looked at: when forced, go round until none moves
+     * (messages go home once, as plain blocks: three rounds at most). */
+    do {
+        next = -1;
+        again = false;
+        for (heap_tcache *h = pool; h; h = h->pool_next) {
+            uint32_t age = now - h->died_ms;
+            bool due = force || age >= decay_ms;
+            if (LOAD(&h->inbox, ACQUIRE) || (h->keeps_empty && due)) {
+                h->keeps_empty = tcache_trim(h, !due);
+                again = force;
+            }
+            if (h->keeps_empty) {
+                long wait = due ? 0 : (long)(decay_ms - age);
+                if (next < 0 || wait < next)
+                    next = wait;
+            }
+        }
+    } while (again && ++passes < 3);
     heap_lock_release(&pool_lock);
+    return next;
 }
 
 void mote__tcache_release_own(void)
 {
     heap_tcache *h = mote__heap_tls;
-    if (h != &mote__heap_tcache_empty)
-        tcache_cleanup(h, false);
+    if (h == &mote__heap_tcache_empty)
+        return;
+    rbuf_send_all(h);
+    tcache_trim(h, false);
 }
 
 /* ---- slow paths ---- */
@@ -210,20 +453,16 @@ static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
     while (pg) {
         heap_page *next = queue_next(pg);
         if (!pg->free)
-            mote__page_collect(pg);
-        if (!pg->free)
             mote__page_extend(pg);
         if (pg->free) {
             if (pg != queue_first(&h->queue[cls])) {
-                queue_remove(h, pg);
-                queue_push_front(h, pg);
+                list_remove(&h->queue[cls], &pg->qlink);
+                list_push_front(&h->queue[cls], &pg->qlink);
             }
             h->cur[cls] = pg;
             return pg;
         }
-        if (!mote__page_try_mark_full(pg))
-            continue; /* a remote free raced in: collect it */
-        queue_remove(h, pg);
+        queue_remove(h, pg); /* full: back when one of its blocks is */
         pg->in_full = 1;
         pg = next;
     }
@@ -252,12 +491,17 @@ void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n)
     }
     if (HEAP_UNLIKELY(cls == 0)) /* the class table was not filled yet */
         cls = sizeclass_of(n);
-    if (LOAD(&h->remote, RELAXED))
-        tcache_drain_remote(h);
-    heap_page *pg = tcache_find_page(h, cls);
-    if (!pg) {
-        errno = ENOMEM;
-        return NULL;
+    if (h->rbuf_n)
+        rbuf_send_all(h);
+    if (LOAD(&h->inbox, RELAXED))
+        tcache_drain(h);
+    heap_page *pg = h->cur[cls];
+    if (!pg->free) {
+        pg = tcache_find_page(h, cls);
+        if (!pg) {
+            errno = ENOMEM;
+            return NULL;
+        }
     }
     heap_block *b = pg->free;
     pg->free = b->next;
@@ -269,19 +513,11 @@ void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n)
 /* The owner freed a block of pg and pg is now empty or was parked full. */
 void mote__tcache_page_freed(heap_tcache *h, heap_page *pg)
 {
-    if (pg->in_full) { /* back in the queue; tfree may stay FULL (page.c) */
+    if (pg->in_full) {
         pg->in_full = 0;
-        queue_push_back(h, pg);
+        queue_return(h, pg);
     }
-    if (page_used(pg) != 0)
-        return;
-    /* Keep the last page of a one-slice class: a thread that frees its
-     * last block often allocates the next one at once.  At most one empty
-     * page per class stays with a thread. */
-    heap_queue *q = &h->queue[pg->cls];
-    if (q->head == &pg->qlink && q->tail == &pg->qlink && pg->slices == 1)
-        return;
-    if (page_notified(pg))
+    if (page_used(pg) != 0 || page_stays_empty(h, pg))
         return;
     queue_remove(h, pg);
     heap_lock_acquire(&mote__heap_arena_lock);
