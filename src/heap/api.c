@@ -164,9 +164,10 @@ static heap_page *heap_page_of(const void *p, const char *what)
     heap_page *pg = seg->map[(u >> HEAP_SLICE_SHIFT) & 63];
     if (!pg)
         mote__heap_invalid_free(p, what);
-    if (pg->kind == HEAP_PAGE_SMALL) {
+    if (pg->kind == HEAP_PAGE_SMALL || pg->kind == HEAP_PAGE_BITMAP) {
         uint64_t off = u - (uintptr_t)pg->start;
-        if (((off * pg->div_magic) >> 40) * pg->bsize != off)
+        if (((off * pg->div_magic) >> 40) * pg->bsize != off ||
+            off >= (uint64_t)pg->reserved * pg->bsize)
             mote__heap_invalid_free(p, what);
     } else if (pg->first != p || page_used(pg) != 1) {
         mote__heap_invalid_free(p, what);
@@ -186,6 +187,10 @@ static HEAP_NOINLINE void heap_free_slow(void *p)
     }
     if (pg->kind == HEAP_PAGE_LARGE) {
         mote__arena_large_free(pg);
+        return;
+    }
+    if (pg->kind == HEAP_PAGE_BITMAP) {
+        mote__tcache_free_bitmap(pg, p);
         return;
     }
     heap_block *b = p;
@@ -244,7 +249,7 @@ size_t mote__heap_usable_size(const void *p)
     if (!p)
         return 0;
     heap_page *pg = heap_page_of(p, "malloc_usable_size");
-    return pg->kind == HEAP_PAGE_SMALL ? pg->bsize : pg->usable;
+    return pg->kind == HEAP_PAGE_LARGE || pg->kind == HEAP_PAGE_HUGE ? pg->usable : pg->bsize;
 }
 
 void *mote__heap_calloc(size_t n, size_t size)

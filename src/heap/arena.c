@@ -28,6 +28,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include "heap/internal.h"
@@ -65,6 +66,7 @@ static uint64_t arena_limit;
 static list arena_cache; /* heap_page.qlink, most recent first */
 static uint32_t cache_count;
 static uint64_t st_cache_bytes, st_cache_hits, st_cache_misses;
+static uint64_t st_purged_total, st_purge_calls;
 typedef struct cache_drop cache_drop;
 static inline heap_page *cache_entry(list_node *n);
 static void cache_evict(heap_page *pg, cache_drop *d);
@@ -585,6 +587,151 @@ void mote__arena_huge_free(heap_segment *seg, const void *p)
         mote__scavenger_ensure();
 }
 
+/* ---- free blocks inside bitmap pages ----
+ *
+ * A bitmap page (classes above 4 KiB) idle for the decay period has its
+ * free blocks claimed (cleared from its bitmap, HEAP_BM_PURGING set, under
+ * the arena lock so the page cannot leave meanwhile: an empty page leaves
+ * only by taking its whole bitmap), the whole OS pages they cover released
+ * without the lock, and the blocks put back.  The owner may allocate the
+ * other free blocks meanwhile; it never parks a page with PURGING set. */
+
+typedef struct bm_claim {
+    heap_page *pg;
+    uint64_t mask;   /* claimed blocks | HEAP_BM_TAIL */
+    uint32_t allocs; /* pg->allocs before the claim */
+} bm_claim;
+
+/* Lock held.  Claims what is due into out[0..max); sets *next to the ms
+ * until the next page is due (or 0 when out was too small). */
+static int bm_claim_due(uint32_t decay_ms, uint32_t now, bm_claim *out, int max, long *next)
+{
+    int n = 0;
+    if (!LOAD(&mote__heap_bm_dirty, RELAXED))
+        return 0;
+    for (list_node *l = arena_all.head; l; l = l->next) {
+        heap_segment *seg = list_entry(l, heap_segment, all_link);
+        uint64_t inpage = ~seg->free_mask & ~1ULL;
+        while (inpage) {
+            unsigned i = (unsigned)__builtin_ctzll(inpage);
+            heap_page *pg = seg->map[i];
+            if (!pg || pg != &seg->pages[i]) { /* in transit to the OS */
+                inpage &= inpage - 1;
+                continue;
+            }
+            inpage &= ~run_bits(i, pg->slices);
+            if (pg->kind != HEAP_PAGE_BITMAP || !LOAD(&pg->dirty, RELAXED))
+                continue;
+            uint32_t age = now - LOAD(&pg->since_ms, RELAXED);
+            if (age < decay_ms) {
+                long wait = (long)(decay_ms - age);
+                if (*next < 0 || wait < *next)
+                    *next = wait;
+                continue;
+            }
+            if (n == max) {
+                *next = 0;
+                return n;
+            }
+            uint64_t b = LOAD(&pg->bits, RELAXED);
+            if (b & HEAP_BM_PURGING) /* another caller has it */
+                continue;
+            if (XCHG(&pg->dirty, 0, RELAXED))
+                FETCH_SUB(&mote__heap_bm_dirty, 1, RELAXED);
+            uint32_t allocs = LOAD(&pg->allocs, RELAXED);
+            if (allocs != pg->purge_allocs) /* released blocks were reused */
+                pg->purged &= HEAP_BM_TAIL;
+            for (;;) {
+                uint64_t want = b & bm_all(pg) & ~pg->purged;
+                uint64_t tail = pg->purged & HEAP_BM_TAIL ? 0 : HEAP_BM_TAIL;
+                if (!want && !tail)
+                    break;
+                if (CAS(&pg->bits, &b, (b & ~want) | HEAP_BM_PURGING, ACQUIRE)) {
+                    out[n++] = (bm_claim){pg, want | tail, allocs};
+                    break;
+                }
+            }
+        }
+    }
+    return n;
+}
+
+/* Ranges to release, batched into as few system calls as the kernel takes. */
+typedef struct bm_ranges {
+    struct iovec v[64];
+    int n;
+    uint64_t bytes, calls;
+} bm_ranges;
+
+static void bm_ranges_flush(bm_ranges *r)
+{
+    if (r->n)
+        mote__os_decommit_batch(r->v, (size_t)r->n);
+    r->n = 0;
+}
+
+/* Adds the whole OS pages inside [lo, hi). */
+static void bm_ranges_add(bm_ranges *r, uintptr_t lo, uintptr_t hi)
+{
+    lo = (lo + HEAP_OS_PAGE - 1) & ~(HEAP_OS_PAGE - 1);
+    hi &= ~(HEAP_OS_PAGE - 1);
+    if (lo >= hi)
+        return;
+    if (r->n == (int)(sizeof r->v / sizeof r->v[0]))
+        bm_ranges_flush(r);
+    r->v[r->n++] = (struct iovec){(void *)lo, hi - lo};
+    r->bytes += hi - lo;
+    r->calls++;
+}
+
+/* No lock.  Releases the whole OS pages inside each claim's runs of free
+ * blocks (a run ending at the last block takes the page's unused tail with
+ * it, if that was not released yet); returns the bytes released. */
+static uint64_t bm_release(const bm_claim *c, int n, uint64_t *calls)
+{
+    bm_ranges r = {.n = 0};
+    for (int k = 0; k < n; k++) {
+        heap_page *pg = c[k].pg;
+        uint64_t m = c[k].mask & bm_all(pg);
+        uintptr_t base = (uintptr_t)pg->start, bs = pg->bsize;
+        uintptr_t tail = base + (uintptr_t)pg->reserved * bs;
+        uintptr_t end = base + ((uintptr_t)pg->slices << HEAP_SLICE_SHIFT);
+        bool do_tail = (c[k].mask & HEAP_BM_TAIL) != 0;
+        while (m) {
+            unsigned i = (unsigned)__builtin_ctzll(m);
+            unsigned len = (unsigned)__builtin_ctzll(~(m >> i));
+            m &= ~run_bits(i, len);
+            uintptr_t hi = base + (i + len) * bs;
+            if (hi == tail && do_tail) {
+                hi = end;
+                do_tail = false;
+            }
+            bm_ranges_add(&r, base + i * bs, hi);
+        }
+        if (do_tail)
+            bm_ranges_add(&r, tail, end);
+    }
+    bm_ranges_flush(&r);
+    *calls = r.calls;
+    return r.bytes;
+}
+
+/* Lock held.  Puts the claimed blocks back and records them released. */
+static void bm_unclaim(const bm_claim *c, int n)
+{
+    for (int k = 0; k < n; k++) {
+        heap_page *pg = c[k].pg;
+        uint64_t give = c[k].mask & bm_all(pg);
+        uint64_t b = LOAD(&pg->bits, RELAXED);
+        mote__assert(b & HEAP_BM_PURGING);
+        mote__assert(!(b & give));
+        while (!CAS_WEAK(&pg->bits, &b, (b | give) & ~HEAP_BM_PURGING, RELEASE))
+            ;
+        pg->purged |= c[k].mask;
+        pg->purge_allocs = c[k].allocs;
+    }
+}
+
 long mote__arena_scavenge(uint32_t decay_ms)
 {
     enum { BATCH = 64 };
@@ -594,6 +741,8 @@ long mote__arena_scavenge(uint32_t decay_ms)
     long next = -1;
     bool more = false;
     cache_drop d = {.n = 0};
+    bm_claim claims[BATCH];
+    int nc = 0;
 
     heap_lock_acquire(&mote__heap_arena_lock);
     uint32_t now = mote__os_coarse_ms();
@@ -632,10 +781,19 @@ long mote__arena_scavenge(uint32_t decay_ms)
         segs[nb] = seg;
         masks[nb++] = rel;
     }
+    if (!more) {
+        long bm_next = -1;
+        nc = bm_claim_due(decay_ms, now, claims, BATCH, &bm_next);
+        if (bm_next == 0)
+            more = true;
+        else if (bm_next > 0 && (next < 0 || bm_next < next))
+            next = bm_next;
+    }
     arena_transit += nb;
     heap_lock_release(&mote__heap_arena_lock);
 
     cache_drop_run(&d);
+    uint64_t purge_calls = 0, purged = nc ? bm_release(claims, nc, &purge_calls) : 0;
     uint64_t runs = 0;
     for (int k = 0; k < nb; k++) {
         uint64_t m = masks[k];
@@ -650,6 +808,9 @@ long mote__arena_scavenge(uint32_t decay_ms)
     }
 
     heap_lock_acquire(&mote__heap_arena_lock);
+    bm_unclaim(claims, nc);
+    FETCH_ADD(&st_purged_total, purged, RELAXED);
+    FETCH_ADD(&st_purge_calls, purge_calls, RELAXED);
     arena_transit -= nb;
     for (int k = 0; k < nb; k++) {
         heap_segment *seg = segs[k];
@@ -678,7 +839,7 @@ void mote__arena_small_usage(heap_small_usage *u)
             unsigned i = (unsigned)__builtin_ctzll(inpage);
             heap_page *pg = seg->map[i];
             if (pg && pg == &seg->pages[i]) {
-                if (pg->kind == HEAP_PAGE_SMALL) {
+                if (pg->kind == HEAP_PAGE_SMALL || pg->kind == HEAP_PAGE_BITMAP) {
                     uint32_t n = page_used(pg);
                     u->blocks[pg->cls] += n;
                     u->bytes[pg->cls] += (uint64_t)n * pg->bsize;
@@ -707,6 +868,8 @@ void mote__arena_stats(heap_arena_stats *st)
     st->cache_count = LOAD(&cache_count, RELAXED);
     st->cache_hits = LOAD(&st_cache_hits, RELAXED);
     st->cache_misses = LOAD(&st_cache_misses, RELAXED);
+    st->purged_total = LOAD(&st_purged_total, RELAXED);
+    st->purge_calls = LOAD(&st_purge_calls, RELAXED);
 }
 
 void mote__arena_fork_prepare(void)

@@ -60,7 +60,23 @@
 #define HEAP_CARVE_BYTES 4096UL
 
 enum { HEAP_SEG_SMALL = 1, HEAP_SEG_HUGE = 2 };
-enum { HEAP_PAGE_FREE = 0, HEAP_PAGE_SMALL = 1, HEAP_PAGE_LARGE = 2, HEAP_PAGE_HUGE = 3 };
+enum {
+    HEAP_PAGE_FREE = 0,
+    HEAP_PAGE_SMALL = 1,  /* blocks on an intrusive free list (classes <= 4 KiB) */
+    HEAP_PAGE_LARGE = 2,  /* one block, a slice run */
+    HEAP_PAGE_HUGE = 3,   /* one block, its own mapping */
+    HEAP_PAGE_BITMAP = 4, /* blocks in a bitmap (classes > 4 KiB), see below */
+};
+/* Classes from this one up (5 KiB..128 KiB) use bitmap pages: the free set
+ * is an atomic word (bit i: block i is free), so the scavenger can claim
+ * free blocks and give their whole OS pages back while the page still has
+ * live blocks, without the owner.  Their malloc and free take the slow path
+ * (the class's cur[] is always the empty page; the page's owner field is
+ * tagged so the free fast path never matches). */
+#define HEAP_BITMAP_CLS   29
+#define HEAP_BM_PURGING   (1ULL << 63) /* the scavenger holds claimed bits */
+#define HEAP_BM_MAXBLOCKS 62           /* blocks per bitmap page, at most */
+#define HEAP_BM_TAIL      (1ULL << 62) /* in purged: the page's tail is released */
 typedef struct heap_block {
     struct heap_block *next;
     uintptr_t cookie; /* (address ^ mote__heap_key) while free: double-free check */
@@ -91,11 +107,24 @@ typedef struct __attribute__((aligned(128))) heap_page {
     uint32_t capacity;         /* blocks carved so far (owner) */
     uint32_t reserved;         /* blocks that fit */
     /* ---- second line: slow-path fields ---- */
-    uint8_t *first;     /* large/huge: the block handed out */
-    size_t usable;      /* large/huge: usable bytes from first */
-    list_node qlink;    /* class queue (owner), or the arena's cache */
-    uint32_t cached_ms; /* large/huge in the arena's cache: when freed */
+    union {
+        struct {
+            uint8_t *first; /* large/huge: the block handed out */
+            size_t usable;  /* large/huge: usable bytes from first */
+        };
+        struct {
+            uint64_t bits;   /* bitmap: free blocks | HEAP_BM_PURGING (atomic) */
+            uint64_t purged; /* bitmap: free blocks released (arena lock) */
+        };
+    };
+    list_node qlink;       /* class queue (owner), or the arena's cache */
+    uint32_t cached_ms;    /* large/huge in the arena's cache: when freed */
+    uint32_t since_ms;     /* bitmap: last free into the page (atomic) */
+    uint32_t allocs;       /* bitmap: blocks handed out, ever (atomic, owner) */
+    uint32_t purge_allocs; /* bitmap: allocs when purged was last right (arena lock) */
+    uint8_t dirty;         /* bitmap: free blocks may be resident (atomic) */
 } heap_page;
+_Static_assert(sizeof(heap_page) == 128, "a page descriptor is two lines");
 _Static_assert(__builtin_offsetof(heap_page, reserved) < 64,
                "fast-path fields fit one line");
 
@@ -166,6 +195,17 @@ typedef struct heap_tcache {
                                                      take-all) */
     int dead; /* 1 while in the pool (thread exited) */
 } heap_tcache;
+
+/* The cache a small or bitmap page belongs to (bitmap pages tag it). */
+static inline heap_tcache *page_owner(const heap_page *pg)
+{
+    return (heap_tcache *)((uintptr_t)pg->owner & ~(uintptr_t)1);
+}
+
+static inline uint64_t bm_all(const heap_page *pg)
+{
+    return (1ULL << pg->reserved) - 1;
+}
 
 static inline uint32_t page_used(const heap_page *pg) { return LOAD(&pg->used, RELAXED); }
 static inline void page_used_set(heap_page *pg, uint32_t v)
@@ -269,7 +309,8 @@ typedef struct heap_small_usage {
 void mote__arena_small_usage(heap_small_usage *u);
 typedef struct heap_arena_stats {
     uint64_t mapped, released, large_inuse, huge_inuse, segments, huge_count, decommits,
-        released_total, cache_bytes, cache_count, cache_hits, cache_misses;
+        released_total, cache_bytes, cache_count, cache_hits, cache_misses, purged_total,
+        purge_calls;
 } heap_arena_stats;
 void mote__arena_stats(heap_arena_stats *st);
 
@@ -280,12 +321,21 @@ static inline heap_segment *heap_segment_of(const void *p)
 
 /* ---- page.c ---- */
 void mote__page_init_small(heap_page *pg, heap_tcache *owner, unsigned cls);
+void mote__page_init_bitmap(heap_page *pg, heap_tcache *owner, unsigned cls, bool zero);
 void mote__page_extend(heap_page *pg);
+/* Bitmap pages whose free blocks may be resident (dirty set): the scavenger
+ * looks at them only when this is not 0. */
+extern uint64_t mote__heap_bm_dirty;
+/* The owner returned a block of a bitmap page: stamps it and lets the
+ * scavenger know the first time since its last look. */
+void mote__page_bm_note_free(heap_page *pg);
 
 /* ---- tcache.c ---- */
 /* n: the request, to find its class when cls is 0 (before init). */
 void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n);
 void mote__tcache_page_freed(heap_tcache *h, heap_page *pg);
+/* Any thread frees p, a block of bitmap page pg. */
+void mote__tcache_free_bitmap(heap_page *pg, void *p);
 /* A thread frees b (cookie set) of pg, whose owner is another cache. */
 void mote__tcache_free_remote(heap_page *pg, heap_block *b);
 void mote__tcache_release_own(void);

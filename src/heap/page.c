@@ -4,6 +4,7 @@
  * free come back through the owner cache's inbox (tcache.c).
  */
 #include "heap/internal.h"
+#include "os/os.h"
 
 /* Arena lock held (metrics read kind/cls/bsize under it); carve after. */
 void mote__page_init_small(heap_page *pg, heap_tcache *owner, unsigned cls)
@@ -35,4 +36,44 @@ void mote__page_extend(heap_page *pg)
     ((heap_block *)p)->next = pg->free;
     pg->free = head;
     pg->capacity += n;
+}
+
+/* ---- bitmap pages (classes above 4 KiB) ---- */
+
+uint64_t mote__heap_bm_dirty;
+
+/* Arena lock held.  Every block free; none carved (nothing to write). */
+void mote__page_init_bitmap(heap_page *pg, heap_tcache *owner, unsigned cls, bool zero)
+{
+    uint32_t bsize = mote__sizeclass_size[cls];
+    uint32_t n = (uint32_t)(((size_t)pg->slices << HEAP_SLICE_SHIFT) / bsize);
+    if (n > HEAP_BM_MAXBLOCKS)
+        n = HEAP_BM_MAXBLOCKS;
+    pg->kind = HEAP_PAGE_BITMAP;
+    pg->cls = (uint8_t)cls;
+    pg->bsize = bsize;
+    pg->div_magic = ((1ULL << 40) + bsize - 1) / bsize;
+    pg->reserved = n;
+    pg->capacity = n;
+    pg->owner = (heap_tcache *)((uintptr_t)owner | 1);
+    /* Fresh (zero) slices hold nothing resident; reused ones may: the
+     * scavenger looks at them once the decay period has passed. */
+    pg->purged = zero ? bm_all(pg) | HEAP_BM_TAIL : 0;
+    STORE(&pg->bits, bm_all(pg), RELEASE);
+    STORE(&pg->since_ms, mote__os_coarse_ms(), RELAXED);
+    STORE(&pg->allocs, 0, RELAXED);
+    pg->purge_allocs = 0;
+    STORE(&pg->dirty, 0, RELAXED);
+    if (!zero)
+        mote__page_bm_note_free(pg);
+}
+
+void mote__page_bm_note_free(heap_page *pg)
+{
+    STORE(&pg->since_ms, mote__os_coarse_ms(), RELAXED);
+    if (LOAD(&pg->dirty, RELAXED))
+        return;
+    STORE(&pg->dirty, 1, RELAXED);
+    FETCH_ADD(&mote__heap_bm_dirty, 1, RELAXED);
+    mote__scavenger_note_dirty();
 }

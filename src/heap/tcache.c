@@ -62,12 +62,13 @@ heap_tcache *mote__tcache_all(void) { return LOAD(&all_caches, ACQUIRE); }
 static inline void queue_sync_cur(heap_tcache *h, unsigned c)
 {
     heap_page *first = queue_first(&h->queue[c]);
-    h->cur[c] = first ? first : &mote__heap_page_empty;
+    /* bitmap classes never take the fast path */
+    h->cur[c] = first && c < HEAP_BITMAP_CLS ? first : &mote__heap_page_empty;
 }
 
 static void queue_remove(heap_tcache *h, heap_page *pg)
 {
-    mote__assert(!pg->in_full && pg->owner == h);
+    mote__assert(!pg->in_full && page_owner(pg) == h);
     mote__assert_expensive(list_contains(&h->queue[pg->cls], &pg->qlink));
     list_remove(&h->queue[pg->cls], &pg->qlink);
     if (h->cur[pg->cls] == pg || !h->queue[pg->cls].head)
@@ -104,9 +105,17 @@ static inline bool tcache_valid(heap_tcache *h)
     for (unsigned c = 1; c < HEAP_NCLS; c++) {
         if (!list_valid(&h->queue[c]))
             return false;
-        bool cur_found = h->cur[c] == &mote__heap_page_empty && !h->queue[c].head;
+        bool bm = c >= HEAP_BITMAP_CLS;
+        bool cur_found = h->cur[c] == &mote__heap_page_empty && (bm || !h->queue[c].head);
         for (heap_page *pg = queue_first(&h->queue[c]); pg; pg = queue_next(pg)) {
-            if (pg->owner != h || pg->cls != c || pg->in_full || pg->kind != HEAP_PAGE_SMALL)
+            if (page_owner(pg) != h || pg->cls != c || pg->in_full ||
+                pg->kind != (bm ? HEAP_PAGE_BITMAP : HEAP_PAGE_SMALL) ||
+                (bm && pg->owner == h))
+                return false;
+            if (bm && page_used(pg) != pg->reserved -
+                                          (uint32_t)__builtin_popcountll(
+                                              LOAD(&pg->bits, RELAXED) & bm_all(pg)) &&
+                !(LOAD(&pg->bits, RELAXED) & HEAP_BM_PURGING))
                 return false;
             cur_found |= pg == h->cur[c];
         }
@@ -135,11 +144,51 @@ static void pages_to_arena(list *l)
  * the next one at once, and a class that needs a second page now and then
  * would otherwise take a new one each time (from slices another class may
  * have made resident: RSS grows with each round).  So at most two empty
- * pages per class stay with a thread. */
+ * pages per class stay with a thread.  Bitmap pages of any length may stay:
+ * the scavenger releases their free blocks anyway. */
 static inline bool page_stays_empty(heap_tcache *h, heap_page *pg)
 {
     heap_queue *q = &h->queue[pg->cls];
-    return pg->slices == 1 && (q->head == q->tail || q->head->next == q->tail);
+    return (pg->slices == 1 || pg->kind == HEAP_PAGE_BITMAP) &&
+           (q->head == q->tail || q->head->next == q->tail);
+}
+
+/* An empty bitmap page leaves only once its bitmap is taken whole, so no
+ * block of it can be claimed any more; false while the scavenger holds
+ * some of its blocks (it stays, and goes at a later look). */
+static bool bm_retire(heap_page *pg)
+{
+    uint64_t all = bm_all(pg);
+    if (!CAS(&pg->bits, &all, 0, ACQUIRE))
+        return false;
+    if (XCHG(&pg->dirty, 0, RELAXED))
+        FETCH_SUB(&mote__heap_bm_dirty, 1, RELAXED);
+    return true;
+}
+
+static inline unsigned block_index(const heap_page *pg, const void *p)
+{
+    uint64_t off = (uintptr_t)p - (uintptr_t)pg->start;
+    return (unsigned)((off * pg->div_magic) >> 40);
+}
+
+/* Block p of bitmap page pg, owned by h, is back. */
+static void bm_return(heap_tcache *h, heap_page *pg, void *p, list *to_free)
+{
+    uint64_t bit = 1ULL << block_index(pg, p);
+    uint64_t old = FETCH_OR(&pg->bits, bit, RELEASE);
+    if (old & bit)
+        mote__heap_invalid_free(p, "free");
+    uint32_t u = page_used_add(pg, -1);
+    mote__page_bm_note_free(pg);
+    if (pg->in_full) {
+        pg->in_full = 0;
+        queue_return(h, pg);
+    }
+    if (u == 0 && !page_stays_empty(h, pg) && bm_retire(pg)) {
+        queue_remove(h, pg);
+        list_push_back(to_free, &pg->qlink);
+    }
 }
 
 /* A block of pg, owned by h, is back (cookie already set): on its page's
@@ -147,7 +196,13 @@ static inline bool page_stays_empty(heap_tcache *h, heap_page *pg)
 static inline void page_take_block(heap_tcache *h, heap_page *pg, heap_block *b,
                                    list *to_free)
 {
-    mote__assert(pg->kind == HEAP_PAGE_SMALL && pg->owner == h && page_used(pg) > 0);
+    mote__assert(page_owner(pg) == h && page_used(pg) > 0);
+    if (pg->kind == HEAP_PAGE_BITMAP) {
+        b->cookie = 0; /* malloc never writes a bitmap block */
+        bm_return(h, pg, b, to_free);
+        return;
+    }
+    mote__assert(pg->kind == HEAP_PAGE_SMALL);
     b->next = pg->free;
     pg->free = b;
     uint32_t u = page_used_add(pg, -1);
@@ -223,7 +278,7 @@ static heap_tcache *tcache_acquire(void);
 
 void mote__tcache_free_remote(heap_page *pg, heap_block *b)
 {
-    heap_tcache *to = pg->owner;
+    heap_tcache *to = page_owner(pg);
     heap_tcache *h = mote__heap_tls;
     if (HEAP_UNLIKELY(h == &mote__heap_tcache_empty)) {
         /* A thread that frees before it ever allocates gets a cache, to
@@ -231,6 +286,12 @@ void mote__tcache_free_remote(heap_page *pg, heap_block *b)
         h = tcache_acquire();
         if (!h) {
             inbox_push_block(to, b);
+            return;
+        }
+        if (to == h) { /* we adopted the block's own cache */
+            list to_free = {0};
+            page_take_block(h, pg, b, &to_free);
+            pages_to_arena(&to_free);
             return;
         }
     }
@@ -303,10 +364,10 @@ static void tcache_drain(heap_tcache *h)
         home = mb->next;
         heap_page *pg = block_page(mb);
         mb->cookie = (uintptr_t)mb ^ mote__heap_key;
-        if (pg->owner == h)
+        if (page_owner(pg) == h)
             page_take_block(h, pg, mb, &to_free);
         else
-            inbox_push_block(pg->owner, mb);
+            inbox_push_block(page_owner(pg), mb);
     }
     pages_to_arena(&to_free);
     mote__assert_expensive(tcache_valid(h));
@@ -371,7 +432,7 @@ static bool tcache_trim(heap_tcache *h, bool keep)
             if (page_used(pg) == 0) {
                 if (keep && page_stays_empty(h, pg)) {
                     kept = true;
-                } else {
+                } else if (pg->kind == HEAP_PAGE_SMALL || bm_retire(pg)) {
                     queue_remove(h, pg);
                     list_push_back(&to_free, &pg->qlink);
                 }
@@ -445,6 +506,85 @@ void mote__tcache_release_own(void)
     tcache_trim(h, false);
 }
 
+/* ---- bitmap classes ---- */
+
+void mote__tcache_free_bitmap(heap_page *pg, void *p)
+{
+    heap_tcache *h = mote__heap_tls, *owner = page_owner(pg);
+    uint64_t bit = 1ULL << block_index(pg, p);
+    if (LOAD(&pg->bits, RELAXED) & bit) /* free already */
+        mote__heap_invalid_free(p, "free");
+    if (owner == h) {
+        list to_free = {0};
+        bm_return(h, pg, p, &to_free);
+        pages_to_arena(&to_free);
+        return;
+    }
+    /* On its way home the block carries the cookie, as a small block
+     * does: a second free meanwhile is caught. */
+    heap_block *b = p;
+    uintptr_t ck = (uintptr_t)p ^ mote__heap_key;
+    if (b->cookie == ck)
+        mote__heap_invalid_free(p, "free");
+    b->cookie = ck;
+    mote__tcache_free_remote(pg, b);
+}
+
+/* Claims the lowest free block of pg; NULL if none is free (the scavenger
+ * may hold some). */
+static inline void *bm_claim(heap_page *pg)
+{
+    uint64_t b = LOAD(&pg->bits, RELAXED);
+    for (;;) {
+        uint64_t f = b & bm_all(pg);
+        if (!f)
+            return NULL;
+        uint64_t bit = f & (~f + 1);
+        if (CAS_WEAK(&pg->bits, &b, b & ~bit, ACQUIRE)) {
+            page_used_add(pg, 1);
+            COUNT(&pg->allocs, 1);
+            return pg->start + (size_t)__builtin_ctzll(bit) * pg->bsize;
+        }
+    }
+}
+
+static void *tcache_alloc_bitmap(heap_tcache *h, unsigned cls)
+{
+    heap_queue *q = &h->queue[cls];
+    heap_page *pg = queue_first(q);
+    while (pg) {
+        heap_page *next = queue_next(pg);
+        void *p = bm_claim(pg);
+        if (p) {
+            if (pg != queue_first(q)) {
+                list_remove(q, &pg->qlink);
+                list_push_front(q, &pg->qlink);
+            }
+            return p;
+        }
+        /* Full: out of the queue until a block comes back.  Never while
+         * the scavenger holds blocks (they come back without the owner
+         * hearing of it): such a page is only skipped. */
+        if (LOAD(&pg->bits, RELAXED) == 0) {
+            queue_remove(h, pg);
+            pg->in_full = 1;
+        }
+        pg = next;
+    }
+    bool zero;
+    heap_lock_acquire(&mote__heap_arena_lock);
+    pg = mote__arena_page_alloc(mote__sizeclass_slices[cls], &zero);
+    if (pg)
+        mote__page_init_bitmap(pg, h, cls, zero);
+    heap_lock_release(&mote__heap_arena_lock);
+    if (!pg) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    queue_push_front(h, pg);
+    return bm_claim(pg);
+}
+
 /* ---- slow paths ---- */
 
 static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
@@ -495,6 +635,8 @@ void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n)
         rbuf_send_all(h);
     if (LOAD(&h->inbox, RELAXED))
         tcache_drain(h);
+    if (cls >= HEAP_BITMAP_CLS)
+        return tcache_alloc_bitmap(h, cls);
     heap_page *pg = h->cur[cls];
     if (!pg->free) {
         pg = tcache_find_page(h, cls);
