@@ -19,7 +19,7 @@
 #   threadreq    a thread per request leaving one 64 B object behind
 #   prodcons     long producer/consumer churn with shifting sizes, 2 pairs
 #   xtstab       xthread with 1 pair run 5 times in a row (bimodality)
-#   profile      mallocbench, 2 threads, with MOTE_MALLOC_PROFILE set (mote
+#   profile      mallocbench, 2 threads, with MOTE_HEAPPROFILE set (mote
 #                only; the line says whether a profile was written)
 #
 # Allocators alternate: repetition r starts with the r-th one.  Every run
@@ -176,7 +176,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
             pf=$(mktemp -u /tmp/mote-prof.XXXXXX)
             for pr in off on; do
                 if [ $pr = on ]; then
-                    EXTRA_ENV="MOTE_MALLOC_PROFILE=$pf" BENCH_AS=profile-on one "$a" "$rep" "$BIN/mallocbench" 2 $((MB_OPS / 2))
+                    EXTRA_ENV="MOTE_HEAPPROFILE=$pf" BENCH_AS=profile-on one "$a" "$rep" "$BIN/mallocbench" 2 $((MB_OPS / 2))
                     w=0; [ -s "$pf" ] && w=1
                     echo "alloc=$a bench=profile-file written=$w rep=$rep" | tee -a "$RAW"
                     rm -f "$pf"*

@@ -199,12 +199,19 @@ static void segment_unmap(heap_segment *seg)
 
 heap_page *mote__arena_page_alloc(uint32_t n, bool *zero)
 {
-    heap_segment *seg;
+    return mote__arena_page_alloc_ex(n, zero, false);
+}
+
+heap_page *mote__arena_page_alloc_ex(uint32_t n, bool *zero, bool clean_first)
+{
+    heap_segment *seg = NULL;
     uint64_t starts = 0;
-    /* Warm (dirty) slices first: they cost no page faults. */
-    for (seg = avail_first(); seg; seg = avail_next(seg))
-        if ((starts = run_starts(seg->free_mask & seg->dirty_mask, n)))
-            break;
+    /* Warm (dirty) slices first: they cost no page faults.  A page that
+     * will touch little of its run (the profiler's) leaves them to others. */
+    if (!clean_first)
+        for (seg = avail_first(); seg; seg = avail_next(seg))
+            if ((starts = run_starts(seg->free_mask & seg->dirty_mask, n)))
+                break;
     if (!seg)
         for (seg = avail_first(); seg; seg = avail_next(seg))
             if ((starts = run_starts(seg->free_mask, n)))

@@ -106,6 +106,7 @@ typedef struct __attribute__((aligned(128))) heap_page {
     uint32_t slices;           /* length of the run */
     uint32_t capacity;         /* blocks carved so far (owner) */
     uint32_t reserved;         /* blocks that fit */
+    uint64_t prof_info;        /* large/huge sampled by the profiler: bucket << 40 | size */
     /* ---- second line: slow-path fields ---- */
     union {
         struct {
@@ -123,9 +124,10 @@ typedef struct __attribute__((aligned(128))) heap_page {
     uint32_t allocs;       /* bitmap: blocks handed out, ever (atomic, owner) */
     uint32_t purge_allocs; /* bitmap: allocs when purged was last right (arena lock) */
     uint8_t dirty;         /* bitmap: free blocks may be resident (atomic) */
+    uint8_t prof;          /* holds blocks sampled by the profiler (stats.c) */
 } heap_page;
 _Static_assert(sizeof(heap_page) == 128, "a page descriptor is two lines");
-_Static_assert(__builtin_offsetof(heap_page, reserved) < 64,
+_Static_assert(__builtin_offsetof(heap_page, prof_info) < 64,
                "fast-path fields fit one line");
 
 typedef struct heap_segment {
@@ -180,6 +182,9 @@ typedef struct heap_rbuf {
 } heap_rbuf;
 
 typedef struct heap_tcache {
+    /* Bytes to allocate before the next sampled allocation (profiler,
+     * stats.c): counted down by malloc, INT64_MAX when profiling is off. */
+    int64_t sample_left;
     heap_page *cur[HEAP_NCLS]; /* == a page of queue[c], or &mote__heap_page_empty */
     heap_queue queue[HEAP_NCLS];
     heap_rbuf rbuf[HEAP_RBUF_SLOTS]; /* frees into other caches' pages, unsent */
@@ -189,6 +194,14 @@ typedef struct heap_tcache {
     struct heap_tcache *pool_next;   /* pool of dead caches */
     struct heap_tcache *all_next;    /* every cache ever made (immortal) */
     uint32_t id;
+    /* profiler (stats.c): sampled blocks come from the shadow cache, so
+     * their free misses the fast path; the shadow belongs to its main cache
+     * for life (shadow_of) */
+    struct heap_tcache *shadow, *shadow_of;
+    uint64_t prof_rng;  /* xorshift state for the sampling intervals */
+    uintptr_t stack_hi; /* top of this thread's stack (0: not known yet) */
+    uintptr_t stack_lo_;
+    int prof_busy;      /* inside the profiler: no sampling */
     /* ---- written by other threads: on a line of their own ---- */
     __attribute__((aligned(64))) uintptr_t inbox; /* messages and single blocks
                                                      freed into our pages (push,
@@ -266,8 +279,10 @@ HEAP_COLD __attribute__((noreturn)) void mote__heap_invalid_free(const void *p,
 /* ---- the allocator's MOTE_* variables (read at init from option.h) ---- */
 typedef struct heap_config {
     uint32_t decay_ms;
-    uint64_t limit; /* 0: none */
-    int stats;      /* 0 none, 1 text, 2 json */
+    uint64_t limit;        /* 0: none */
+    int stats;             /* 0 none, 1 text, 2 json */
+    const char *prof_path; /* MOTE_HEAPPROFILE, NULL: profiler off */
+    uint64_t prof_rate;    /* MOTE_HEAPPROFILE_RATE */
 } heap_config;
 extern heap_config mote__heap_cfg;
 
@@ -283,6 +298,7 @@ static inline void heap_ensure_init(void)
 /* ---- arena.c: segments, slice runs, large and huge blocks ---- */
 extern heap_lock mote__heap_arena_lock;
 heap_page *mote__arena_page_alloc(uint32_t slices, bool *zero); /* arena lock held */
+heap_page *mote__arena_page_alloc_ex(uint32_t slices, bool *zero, bool clean_first);
 void mote__arena_page_free(heap_page *pg);                      /* arena lock held */
 void *mote__arena_large_alloc(size_t size, size_t align);
 void mote__arena_large_free(heap_page *pg);
@@ -331,8 +347,15 @@ extern uint64_t mote__heap_bm_dirty;
 void mote__page_bm_note_free(heap_page *pg);
 
 /* ---- tcache.c ---- */
-/* n: the request, to find its class when cls is 0 (before init). */
+/* n: the request, to find its class when cls is 0 (before init).  Called
+ * (never tail-called) from the public entry points: the profiler's stack
+ * walk starts at its caller's frame. */
 void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n);
+/* A block of class cls from cache h, never sampled (the profiler's shadow
+ * caches and the messages of remote frees). */
+void *mote__tcache_alloc_in(heap_tcache *h, unsigned cls);
+/* h's shadow cache, made on first use; NULL when out of memory. */
+heap_tcache *mote__tcache_shadow(heap_tcache *h);
 void mote__tcache_page_freed(heap_tcache *h, heap_page *pg);
 /* Any thread frees p, a block of bitmap page pg. */
 void mote__tcache_free_bitmap(heap_page *pg, void *p);
@@ -358,15 +381,26 @@ void mote__scavenger_note_dirty(void);
 void mote__scavenger_fork_child(void);
 
 /* ---- api.c ---- */
-void *mote__heap_malloc(size_t n);
-void mote__heap_free(void *p);
-void *mote__heap_calloc(size_t n, size_t size);
-void *mote__heap_realloc(void *p, size_t n);
-void *mote__heap_memalign(size_t align, size_t n);
-size_t mote__heap_usable_size(const void *p);
 void mote__heap_release_all(void);
 
-/* ---- stats.c ---- */
+/* ---- stats.c: statistics and the sampling heap profiler ---- */
 void mote__stats_print_at_exit(void);
+extern int mote__prof_on; /* MOTE_HEAPPROFILE is set */
+void mote__prof_init(void);
+/* A new cache's first sampling interval (INT64_MAX when off). */
+void mote__prof_cache_init(heap_tcache *h);
+/* h's countdown fell below 0 on a small allocation of n bytes in class cls
+ * (any thread with a cache): a sampled block, or NULL to take the normal
+ * path.  entry_fp: the frame of the public entry point (its return address
+ * is the allocating code). */
+void *mote__prof_alloc_small(heap_tcache *h, unsigned cls, size_t n, void *entry_fp);
+/* Records a large or huge block just allocated (pg its page) as sampled. */
+void mote__prof_note_big(heap_tcache *h, heap_page *pg, size_t n, void *entry_fp);
+/* A sampled block is being freed (pg->prof is set). */
+void mote__prof_free(heap_page *pg, const void *p);
+/* Usable bytes of a block of a page that holds sampled blocks. */
+size_t mote__prof_usable(const heap_page *pg);
+void mote__prof_write_at_exit(void);
+int mote__prof_write(int fd);
 
 #endif

@@ -17,6 +17,7 @@ void mote__page_init_small(heap_page *pg, heap_tcache *owner, unsigned cls)
     pg->reserved = (uint32_t)(((size_t)pg->slices << HEAP_SLICE_SHIFT) / bsize);
     pg->first = pg->start;
     pg->owner = owner;
+    pg->prof = owner->shadow_of != NULL;
 }
 
 /* Carves about HEAP_CARVE_BYTES more blocks onto the free list. */
@@ -56,6 +57,7 @@ void mote__page_init_bitmap(heap_page *pg, heap_tcache *owner, unsigned cls, boo
     pg->reserved = n;
     pg->capacity = n;
     pg->owner = (heap_tcache *)((uintptr_t)owner | 1);
+    pg->prof = owner->shadow_of != NULL;
     /* Fresh (zero) slices hold nothing resident; reused ones may: the
      * scavenger looks at them once the decay period has passed. */
     pg->purged = zero ? bm_all(pg) | HEAP_BM_TAIL : 0;

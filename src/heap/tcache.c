@@ -267,7 +267,7 @@ static heap_msg *msg_alloc(heap_tcache *h)
     heap_page *pg = h->cur[msg_cls];
     heap_block *b = pg->free;
     if (HEAP_UNLIKELY(!b))
-        return mote__tcache_alloc_slow(h, msg_cls, sizeof(heap_msg));
+        return mote__tcache_alloc_in(h, msg_cls);
     pg->free = b->next;
     page_used_add(pg, 1);
     b->cookie = 0;
@@ -288,14 +288,14 @@ void mote__tcache_free_remote(heap_page *pg, heap_block *b)
             inbox_push_block(to, b);
             return;
         }
-        if (to == h) { /* we adopted the block's own cache */
-            list to_free = {0};
-            page_take_block(h, pg, b, &to_free);
-            pages_to_arena(&to_free);
-            return;
-        }
     }
-    mote__assert(to != h);
+    if (to == h || to->shadow_of == h) {
+        /* we adopted the block's own cache, or it is our profiler shadow */
+        list to_free = {0};
+        page_take_block(to, pg, b, &to_free);
+        pages_to_arena(&to_free);
+        return;
+    }
     heap_rbuf *r = &h->rbuf[to->id & (HEAP_RBUF_SLOTS - 1)];
     if (r->to != to) {
         if (r->msg)
@@ -382,6 +382,30 @@ void mote__tcache_init_once(void)
     tcache_key_ok = pthread_key_create(&tcache_key, tcache_thread_exit) == 0;
 }
 
+/* Pool lock held.  A new cache from the bump allocator (caches are never
+ * freed); NULL when out of memory. */
+static heap_tcache *tcache_new(void)
+{
+    if (meta_end - meta_cur < (ptrdiff_t)sizeof(heap_tcache)) {
+        size_t chunk = 256 * 1024;
+        meta_cur = mote__os_map_aligned(chunk, HEAP_OS_PAGE, false);
+        if (!meta_cur) {
+            meta_end = NULL;
+            return NULL;
+        }
+        meta_end = meta_cur + chunk;
+    }
+    heap_tcache *h = (heap_tcache *)meta_cur;
+    meta_cur += (sizeof(heap_tcache) + 63) & ~(size_t)63;
+    for (unsigned c = 0; c < HEAP_NCLS; c++)
+        h->cur[c] = &mote__heap_page_empty;
+    h->sample_left = INT64_MAX;
+    h->id = ncaches++;
+    h->all_next = LOAD(&all_caches, RELAXED);
+    STORE(&all_caches, h, RELEASE);
+    return h;
+}
+
 static heap_tcache *tcache_acquire(void)
 {
     heap_lock_acquire(&pool_lock);
@@ -391,31 +415,36 @@ static heap_tcache *tcache_acquire(void)
         h->pool_next = NULL;
         h->keeps_empty = 0;
     } else {
-        if (meta_end - meta_cur < (ptrdiff_t)sizeof(heap_tcache)) {
-            size_t chunk = 256 * 1024;
-            meta_cur = mote__os_map_aligned(chunk, HEAP_OS_PAGE, false);
-            if (!meta_cur) {
-                meta_end = NULL;
-                heap_lock_release(&pool_lock);
-                return NULL;
-            }
-            meta_end = meta_cur + chunk;
-        }
-        h = (heap_tcache *)meta_cur;
-        meta_cur += (sizeof(heap_tcache) + 63) & ~(size_t)63;
-        for (unsigned c = 0; c < HEAP_NCLS; c++)
-            h->cur[c] = &mote__heap_page_empty;
-        h->id = ncaches++;
-        h->all_next = LOAD(&all_caches, RELAXED);
-        STORE(&all_caches, h, RELEASE);
+        h = tcache_new();
     }
     heap_lock_release(&pool_lock);
+    if (!h)
+        return NULL;
     STORE(&h->dead, 0, SEQ_CST);
+    if (h->shadow)
+        STORE(&h->shadow->dead, 0, SEQ_CST);
+    h->stack_hi = 0;
+    h->prof_busy = 0;
+    mote__prof_cache_init(h);
     mote__heap_tls = h;
     /* Set after mote__heap_tls: pthread_setspecific may itself allocate. */
     if (tcache_key_ok)
         pthread_setspecific(tcache_key, h);
     return h;
+}
+
+heap_tcache *mote__tcache_shadow(heap_tcache *h)
+{
+    if (h->shadow)
+        return h->shadow;
+    heap_lock_acquire(&pool_lock);
+    heap_tcache *s = tcache_new();
+    heap_lock_release(&pool_lock);
+    if (!s)
+        return NULL;
+    s->shadow_of = h;
+    h->shadow = s;
+    return s;
 }
 
 /* Takes the inbox in and frees every empty page, except (keep) one per
@@ -454,7 +483,11 @@ static void tcache_thread_exit(void *arg)
     /* dead = 1 before the last look at the inbox: a free that pushes after
      * it sees dead and kicks the scavenger (both seq_cst). */
     STORE(&h->dead, 1, SEQ_CST);
+    if (h->shadow)
+        STORE(&h->shadow->dead, 1, SEQ_CST);
     bool kept = tcache_trim(h, true);
+    if (h->shadow)
+        kept |= tcache_trim(h->shadow, true);
     mote__heap_tls = &mote__heap_tcache_empty;
     heap_lock_acquire(&pool_lock);
     h->died_ms = mote__os_coarse_ms();
@@ -462,7 +495,7 @@ static void tcache_thread_exit(void *arg)
     h->pool_next = pool;
     pool = h;
     heap_lock_release(&pool_lock);
-    if (kept || LOAD(&h->inbox, SEQ_CST))
+    if (kept || LOAD(&h->inbox, SEQ_CST) || (h->shadow && LOAD(&h->shadow->inbox, SEQ_CST)))
         mote__scavenger_kick();
 }
 
@@ -482,8 +515,13 @@ long mote__tcache_collect_dead(bool force, uint32_t decay_ms)
         for (heap_tcache *h = pool; h; h = h->pool_next) {
             uint32_t age = now - h->died_ms;
             bool due = force || age >= decay_ms;
-            if (LOAD(&h->inbox, ACQUIRE) || (h->keeps_empty && due)) {
-                h->keeps_empty = tcache_trim(h, !due);
+            heap_tcache *sh = h->shadow;
+            if (LOAD(&h->inbox, ACQUIRE) || (sh && LOAD(&sh->inbox, ACQUIRE)) ||
+                (h->keeps_empty && due)) {
+                bool kept = tcache_trim(h, !due);
+                if (sh)
+                    kept |= tcache_trim(sh, !due);
+                h->keeps_empty = kept;
                 again = force;
             }
             if (h->keeps_empty) {
@@ -504,6 +542,8 @@ void mote__tcache_release_own(void)
         return;
     rbuf_send_all(h);
     tcache_trim(h, false);
+    if (h->shadow)
+        tcache_trim(h->shadow, false);
 }
 
 /* ---- bitmap classes ---- */
@@ -514,9 +554,9 @@ void mote__tcache_free_bitmap(heap_page *pg, void *p)
     uint64_t bit = 1ULL << block_index(pg, p);
     if (LOAD(&pg->bits, RELAXED) & bit) /* free already */
         mote__heap_invalid_free(p, "free");
-    if (owner == h) {
+    if (owner == h || owner->shadow_of == h) {
         list to_free = {0};
-        bm_return(h, pg, p, &to_free);
+        bm_return(owner, pg, p, &to_free);
         pages_to_arena(&to_free);
         return;
     }
@@ -573,7 +613,7 @@ static void *tcache_alloc_bitmap(heap_tcache *h, unsigned cls)
     }
     bool zero;
     heap_lock_acquire(&mote__heap_arena_lock);
-    pg = mote__arena_page_alloc(mote__sizeclass_slices[cls], &zero);
+    pg = mote__arena_page_alloc_ex(mote__sizeclass_slices[cls], &zero, h->shadow_of != NULL);
     if (pg)
         mote__page_init_bitmap(pg, h, cls, zero);
     heap_lock_release(&mote__heap_arena_lock);
@@ -608,7 +648,7 @@ static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
     }
     bool zero;
     heap_lock_acquire(&mote__heap_arena_lock);
-    pg = mote__arena_page_alloc(mote__sizeclass_slices[cls], &zero);
+    pg = mote__arena_page_alloc_ex(mote__sizeclass_slices[cls], &zero, h->shadow_of != NULL);
     if (pg)
         mote__page_init_small(pg, h, cls);
     heap_lock_release(&mote__heap_arena_lock);
@@ -619,22 +659,14 @@ static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
     return pg;
 }
 
-void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n)
+void *mote__tcache_alloc_in(heap_tcache *h, unsigned cls)
 {
-    if (h == &mote__heap_tcache_empty) {
-        heap_ensure_init();
-        h = tcache_acquire();
-        if (!h) {
-            errno = ENOMEM;
-            return NULL;
-        }
-    }
-    if (HEAP_UNLIKELY(cls == 0)) /* the class table was not filled yet */
-        cls = sizeclass_of(n);
     if (h->rbuf_n)
         rbuf_send_all(h);
     if (LOAD(&h->inbox, RELAXED))
         tcache_drain(h);
+    if (h->shadow && LOAD(&h->shadow->inbox, RELAXED))
+        tcache_drain(h->shadow);
     if (cls >= HEAP_BITMAP_CLS)
         return tcache_alloc_bitmap(h, cls);
     heap_page *pg = h->cur[cls];
@@ -650,6 +682,30 @@ void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n)
     page_used_add(pg, 1);
     b->cookie = 0;
     return b;
+}
+
+void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n)
+{
+    if (h == &mote__heap_tcache_empty) {
+        heap_ensure_init();
+        h = tcache_acquire();
+        if (!h) {
+            errno = ENOMEM;
+            return NULL;
+        }
+    }
+    if (HEAP_UNLIKELY(cls == 0)) /* the class table was not filled yet */
+        cls = sizeclass_of(n);
+    /* The fast path counted n only when it had a block, and then only came
+     * here because the count fell below 0. */
+    if (h->sample_left >= 0)
+        h->sample_left -= (int64_t)n;
+    if (HEAP_UNLIKELY(h->sample_left < 0)) { /* our caller is the public entry */
+        void *p = mote__prof_alloc_small(h, cls, n, ((void **)__builtin_frame_address(0))[0]);
+        if (p)
+            return p;
+    }
+    return mote__tcache_alloc_in(h, cls);
 }
 
 /* The owner freed a block of pg and pg is now empty or was parked full. */
