@@ -101,7 +101,7 @@ void mote__stats_print_at_exit(void)
             "\"segments\":%llu,\"huge\":%llu,\"large_inuse\":%llu,\"huge_inuse\":%llu,"
             "\"decommits\":%llu,\"released_total\":%llu,\"thread_caches\":%llu,"
             "\"cached_blocks\":%llu,\"cached_bytes\":%llu,\"cache_hits\":%llu,"
-            "\"cache_misses\":%llu,"
+            "\"cache_misses\":%llu,\"released_inside_pages_total\":%llu,"
             "\"decay_ms\":%u,\"limit\":%llu,\"classes\":[",
             (unsigned long long)s.inuse, (unsigned long long)s.free,
             (unsigned long long)s.released, (unsigned long long)s.mapped,
@@ -110,7 +110,8 @@ void mote__stats_print_at_exit(void)
             (unsigned long long)s.a.decommits, (unsigned long long)s.a.released_total,
             (unsigned long long)s.caches, (unsigned long long)s.a.cache_count,
             (unsigned long long)s.a.cache_bytes, (unsigned long long)s.a.cache_hits,
-            (unsigned long long)s.a.cache_misses, mote__heap_cfg.decay_ms,
+            (unsigned long long)s.a.cache_misses, (unsigned long long)s.a.purged_total,
+            mote__heap_cfg.decay_ms,
             (unsigned long long)mote__heap_cfg.limit);
         bool first = true;
         for (unsigned c = 1; c < HEAP_NCLS; c++) {
@@ -152,6 +153,8 @@ void mote__stats_print_at_exit(void)
         OUT("%-22s %14llu\n", "cached big bytes", (unsigned long long)s.a.cache_bytes);
         OUT("%-22s %14llu\n", "big cache hits", (unsigned long long)s.a.cache_hits);
         OUT("%-22s %14llu\n", "big cache misses", (unsigned long long)s.a.cache_misses);
+        OUT("%-22s %14llu\n", "released inside pages",
+            (unsigned long long)s.a.purged_total);
     }
 #undef OUT
     if (n > cap - 1)

@@ -259,11 +259,16 @@ static void rbuf_send_all(heap_tcache *h)
     mote__assert(h->rbuf_n == 0);
 }
 
-/* A message block from h's own pages (a malloc without the public path:
- * never sampled by the profiler). */
+/* A message block, from h's secondary cache (the profiler's shadow): its
+ * own pages, so messages, which live a different life from the program's
+ * blocks, do not fragment the pages of the 512-byte class.  Never sampled.
+ * From h itself when the secondary cache cannot be made. */
 static heap_msg *msg_alloc(heap_tcache *h)
 {
     unsigned msg_cls = sizeclass_of(sizeof(heap_msg));
+    heap_tcache *s = mote__tcache_shadow(h);
+    if (s)
+        h = s;
     heap_page *pg = h->cur[msg_cls];
     heap_block *b = pg->free;
     if (HEAP_UNLIKELY(!b))
@@ -383,8 +388,9 @@ void mote__tcache_init_once(void)
 }
 
 /* Pool lock held.  A new cache from the bump allocator (caches are never
- * freed); NULL when out of memory. */
-static heap_tcache *tcache_new(void)
+ * freed); NULL when out of memory.  Secondary caches (shadow) are not on
+ * the list of all caches: they are reached through their main cache. */
+static heap_tcache *tcache_new(bool listed)
 {
     if (meta_end - meta_cur < (ptrdiff_t)sizeof(heap_tcache)) {
         size_t chunk = 256 * 1024;
@@ -401,8 +407,10 @@ static heap_tcache *tcache_new(void)
         h->cur[c] = &mote__heap_page_empty;
     h->sample_left = INT64_MAX;
     h->id = ncaches++;
-    h->all_next = LOAD(&all_caches, RELAXED);
-    STORE(&all_caches, h, RELEASE);
+    if (listed) {
+        h->all_next = LOAD(&all_caches, RELAXED);
+        STORE(&all_caches, h, RELEASE);
+    }
     return h;
 }
 
@@ -415,7 +423,7 @@ static heap_tcache *tcache_acquire(void)
         h->pool_next = NULL;
         h->keeps_empty = 0;
     } else {
-        h = tcache_new();
+        h = tcache_new(true);
     }
     heap_lock_release(&pool_lock);
     if (!h)
@@ -438,7 +446,7 @@ heap_tcache *mote__tcache_shadow(heap_tcache *h)
     if (h->shadow)
         return h->shadow;
     heap_lock_acquire(&pool_lock);
-    heap_tcache *s = tcache_new();
+    heap_tcache *s = tcache_new(false);
     heap_lock_release(&pool_lock);
     if (!s)
         return NULL;
