@@ -100,7 +100,7 @@ static void queue_return(heap_tcache *h, heap_page *pg)
 
 /* Whole-structure check (MOTE_DEBUG=2): every queued page is ours, not
  * parked, and cur[c] is in queue[c]. */
-static inline bool tcache_valid(heap_tcache *h)
+__attribute__((unused)) static bool tcache_valid(heap_tcache *h)
 {
     for (unsigned c = 1; c < HEAP_NCLS; c++) {
         if (!list_valid(&h->queue[c]))
