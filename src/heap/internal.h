@@ -85,29 +85,41 @@ typedef struct heap_block {
 struct heap_tcache;
 
 /* 128-byte aligned: descriptors of pages owned by different threads sit
- * side by side in a segment header and must not share cache lines.  Fields
- * are "owner-only" unless marked: see the file comment. */
+ * side by side in a segment header and must not share cache lines.  Two
+ * lines: the first is read by everyone and written only when the page is
+ * set up (a free from another thread reads it: owner, geometry), the second
+ * holds what the owner writes on every malloc and free.  Kept apart, a
+ * producer's mallocs do not pull the line a consumer's frees read from
+ * under it (xthread on two cores).  Fields are "owner-only" unless marked:
+ * see the file comment. */
 typedef struct __attribute__((aligned(128))) heap_page {
-    /* ---- first cache line: everything the fast paths touch ---- */
-    heap_block *free;          /* blocks ready to hand out (owner) */
-    uint32_t used;             /* blocks out (includes blocks freed by other
-                              threads not yet back in the owner's hands);
-                              written by the owner only, without RMW: use
-                              page_used*() so metrics may read it */
-    uint32_t bsize;            /* block size (small pages) */
-    uint64_t div_magic;        /* ceil(2^40 / bsize): offset -> block index */
+    /* ---- first line: read-mostly ---- */
     uint8_t *start;            /* first byte of the run */
     struct heap_tcache *owner; /* set before the page's first block is handed
-                                  out; read by remote frees */
+                                  out; read by remote frees (bitmap pages:
+                                  tagged, see page_owner) */
+    uint64_t div_magic;        /* ceil(2^40 / bsize): offset -> block index */
+    uint64_t prof_info;        /* large/huge sampled by the profiler: bucket << 40 | size */
+    uint32_t bsize;            /* block size (small and bitmap pages) */
+    uint32_t reserved;         /* blocks that fit */
+    uint32_t slices;           /* length of the run */
     uint8_t cls;               /* size class, 0 for large/huge */
     uint8_t kind;              /* HEAP_PAGE_* */
-    uint8_t in_full;           /* 1 while out of its class queue (owner) */
     uint8_t zeroed;            /* large/huge: the block is known to be zero */
-    uint32_t slices;           /* length of the run */
-    uint32_t capacity;         /* blocks carved so far (owner) */
-    uint32_t reserved;         /* blocks that fit */
-    uint64_t prof_info;        /* large/huge sampled by the profiler: bucket << 40 | size */
-    /* ---- second line: slow-path fields ---- */
+    uint8_t prof;              /* holds blocks sampled by the profiler (stats.c) */
+    uint32_t purge_allocs;     /* bitmap: allocs when purged was last right (arena lock) */
+    uint32_t cached_ms;        /* large/huge in the arena's cache: when freed */
+    /* ---- second line: written by the owner on every malloc and free ---- */
+    __attribute__((aligned(64))) heap_block *free; /* blocks ready to hand out */
+    uint32_t used;     /* blocks out (includes blocks freed by other threads not
+                          yet back in the owner's hands); written by the owner
+                          only, without RMW: use page_used*() so metrics may
+                          read it */
+    uint32_t capacity; /* blocks carved so far */
+    uint8_t in_full;   /* 1 while out of its class queue */
+    uint8_t dirty;     /* bitmap: free blocks may be resident (atomic) */
+    uint32_t allocs;   /* bitmap: blocks handed out, ever (atomic, owner) */
+    uint32_t since_ms; /* bitmap: last free into the page (atomic) */
     union {
         struct {
             uint8_t *first; /* large/huge: the block handed out */
@@ -118,17 +130,11 @@ typedef struct __attribute__((aligned(128))) heap_page {
             uint64_t purged; /* bitmap: free blocks released (arena lock) */
         };
     };
-    list_node qlink;       /* class queue (owner), or the arena's cache */
-    uint32_t cached_ms;    /* large/huge in the arena's cache: when freed */
-    uint32_t since_ms;     /* bitmap: last free into the page (atomic) */
-    uint32_t allocs;       /* bitmap: blocks handed out, ever (atomic, owner) */
-    uint32_t purge_allocs; /* bitmap: allocs when purged was last right (arena lock) */
-    uint8_t dirty;         /* bitmap: free blocks may be resident (atomic) */
-    uint8_t prof;          /* holds blocks sampled by the profiler (stats.c) */
+    list_node qlink; /* class queue (owner), or the arena's cache */
 } heap_page;
+_Static_assert(__builtin_offsetof(heap_page, cached_ms) < 64, "read-mostly line");
+_Static_assert(__builtin_offsetof(heap_page, free) == 64, "owner line");
 _Static_assert(sizeof(heap_page) == 128, "a page descriptor is two lines");
-_Static_assert(__builtin_offsetof(heap_page, prof_info) < 64,
-               "fast-path fields fit one line");
 
 typedef struct heap_segment {
     uint64_t magic;
