@@ -113,17 +113,30 @@ HEAP_COLD void mote__heap_init_slow(void)
         __asm__ volatile("" : : "r"(heap_r_));     \
         heap_r_;                                   \
     })
+/* malloc itself instead ends in a tail call into its slow path (gcc keeps
+ * its fast path frameless that way; clang pops its frame first): the slow
+ * path's own return address is then the allocating code.  Only when
+ * optimizing (-O0 makes no tail calls). */
+#if defined(__OPTIMIZE__)
+#define HEAP_TAIL_OK 1
+#else
+#define HEAP_TAIL_OK 0
+#endif
 
 /* The fast path.  The profiler's countdown is only touched with a block at
  * hand, so the static empty cache of a thread's first malloc is never
- * written; the slow path counts the allocations it serves itself. */
-HEAP_INLINE void *heap_alloc_cls(unsigned cls, size_t n)
+ * written; the slow path counts the allocations it serves itself.  tail:
+ * the caller returns our result at once (a compile-time constant). */
+HEAP_INLINE void *heap_alloc_cls(unsigned cls, size_t n, bool tail)
 {
     heap_tcache *h = mote__heap_tls;
     heap_page *pg = h->cur[cls];
     heap_block *b = pg->free;
-    if (HEAP_UNLIKELY(!b || (h->sample_left -= (int64_t)n) < 0))
-        return HEAP_CALL(mote__tcache_alloc_slow(h, cls, n));
+    if (HEAP_UNLIKELY(!b || (h->sample_left -= (int64_t)n) < 0)) {
+        if (tail && HEAP_TAIL_OK)
+            return mote__tcache_alloc_slow(h, cls, n, true);
+        return HEAP_CALL(mote__tcache_alloc_slow(h, cls, n, false));
+    }
     heap_block *next = b->next;
     pg->free = next;
     page_used_add(pg, 1);
@@ -131,8 +144,9 @@ HEAP_INLINE void *heap_alloc_cls(unsigned cls, size_t n)
     return b;
 }
 
-/* Above HEAP_SMALL_MAX, or aligned beyond what a size class gives. */
-static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero)
+/* Above HEAP_SMALL_MAX, or aligned beyond what a size class gives.  tail:
+ * tail-called from the entry point (see heap_alloc_cls). */
+static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero, bool tail)
 {
     heap_ensure_init();
     size_t extra = align > HEAP_SLICE_SIZE ? align - HEAP_SLICE_SIZE : 0;
@@ -155,17 +169,21 @@ static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero)
             e >= 2 ? &seg->pages[0] : seg->map[((uintptr_t)p >> HEAP_SLICE_SHIFT) & 63];
         if (zero)
             *zero = pg->zeroed;
-        if (sampled) /* our caller is the public entry point */
-            mote__prof_note_big(h, pg, n, ((void **)__builtin_frame_address(0))[0]);
+        if (sampled) { /* the entry point's frame: ours if it tail-called us */
+            void **fp = __builtin_frame_address(0);
+            mote__prof_note_big(h, pg, n, tail ? (void *)fp : fp[0]);
+        }
     }
     return p;
 }
 
-HEAP_INLINE void *heap_malloc_inline(size_t n)
+HEAP_INLINE void *heap_malloc_inline(size_t n, bool tail)
 {
     if (HEAP_LIKELY(n <= HEAP_SMALL_MAX))
-        return heap_alloc_cls(sizeclass_of(n), n);
-    return HEAP_CALL(heap_alloc_big(n, 0, NULL));
+        return heap_alloc_cls(sizeclass_of(n), n, tail);
+    if (tail && HEAP_TAIL_OK)
+        return heap_alloc_big(n, 0, NULL, true);
+    return HEAP_CALL(heap_alloc_big(n, 0, NULL, false));
 }
 
 /* ---- free ---- */
@@ -287,13 +305,13 @@ HEAP_INLINE void *heap_calloc(size_t n, size_t size)
         return NULL;
     }
     if (total <= HEAP_SMALL_MAX) {
-        void *p = heap_alloc_cls(sizeclass_of(total), total);
+        void *p = heap_alloc_cls(sizeclass_of(total), total, false);
         if (p)
             memset(p, 0, total);
         return p;
     }
     bool zero = false;
-    void *p = HEAP_CALL(heap_alloc_big(total, 0, &zero));
+    void *p = HEAP_CALL(heap_alloc_big(total, 0, &zero, false));
     if (p && !zero)
         memset(p, 0, total);
     return p;
@@ -302,7 +320,7 @@ HEAP_INLINE void *heap_calloc(size_t n, size_t size)
 HEAP_INLINE void *heap_memalign(size_t align, size_t n)
 {
     if (align <= 16)
-        return heap_malloc_inline(n);
+        return heap_malloc_inline(n, false);
     heap_ensure_init(); /* the class tables below */
     if (n <= HEAP_SMALL_MAX && align <= HEAP_SLICE_SIZE) {
         /* A block is aligned to every power of two dividing its class size,
@@ -311,15 +329,15 @@ HEAP_INLINE void *heap_memalign(size_t align, size_t n)
         while (c < HEAP_NCLS && mote__sizeclass_size[c] % align)
             c++;
         if (c < HEAP_NCLS)
-            return heap_alloc_cls(c, mote__sizeclass_size[c]);
+            return heap_alloc_cls(c, mote__sizeclass_size[c], false);
     }
-    return HEAP_CALL(heap_alloc_big(n, align, NULL));
+    return HEAP_CALL(heap_alloc_big(n, align, NULL, false));
 }
 
 HEAP_INLINE void *heap_realloc(void *p, size_t n)
 {
     if (!p)
-        return heap_malloc_inline(n);
+        return heap_malloc_inline(n, false);
     if (n == 0) { /* glibc's behaviour: free and return NULL */
         heap_free_inline(p);
         return NULL;
@@ -327,7 +345,7 @@ HEAP_INLINE void *heap_realloc(void *p, size_t n)
     size_t us = heap_usable_size(p);
     if (n <= us && n >= us / 2)
         return p;
-    void *q = heap_malloc_inline(n);
+    void *q = heap_malloc_inline(n, false);
     if (!q)
         return NULL; /* errno is ENOMEM; p stays valid */
     memcpy(q, p, n < us ? n : us);
@@ -373,7 +391,7 @@ __attribute__((constructor)) static void heap_ctor(void) { heap_ensure_init(); }
 #ifndef MOTE_HEAP_PRELOAD
 /* ---- libmote: mote_malloc & co. ---- */
 
-MOTE_API void *mote_malloc(size_t size) { return heap_malloc_inline(size); }
+MOTE_API void *mote_malloc(size_t size) { return heap_malloc_inline(size, true); }
 MOTE_API void mote_free(void *p) { heap_free_inline(p); }
 MOTE_API void *mote_calloc(size_t n, size_t size) { return heap_calloc(n, size); }
 MOTE_API void *mote_realloc(void *p, size_t size) { return heap_realloc(p, size); }
@@ -392,7 +410,7 @@ MOTE_API void *mote_aligned_alloc(size_t alignment, size_t size)
 #include <malloc.h>
 #include <stdlib.h>
 
-MOTE_API void *malloc(size_t size) { return heap_malloc_inline(size); }
+MOTE_API void *malloc(size_t size) { return heap_malloc_inline(size, true); }
 MOTE_API void free(void *p) { heap_free_inline(p); }
 MOTE_API void *calloc(size_t n, size_t size) { return heap_calloc(n, size); }
 MOTE_API void *realloc(void *p, size_t size) { return heap_realloc(p, size); }
@@ -476,7 +494,7 @@ MOTE_API int malloc_trim(size_t pad)
 }
 
 /* glibc's internal entry points, called by some programs and libraries. */
-MOTE_API void *__libc_malloc(size_t size) { return heap_malloc_inline(size); }
+MOTE_API void *__libc_malloc(size_t size) { return heap_malloc_inline(size, true); }
 MOTE_API void __libc_free(void *p) { heap_free_inline(p); }
 MOTE_API void *__libc_calloc(size_t n, size_t size) { return heap_calloc(n, size); }
 MOTE_API void *__libc_realloc(void *p, size_t size)

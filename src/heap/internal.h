@@ -354,9 +354,10 @@ void mote__page_bm_note_free(heap_page *pg);
 
 /* ---- tcache.c ---- */
 /* n: the request, to find its class when cls is 0 (before init).  Called
- * (never tail-called) from the public entry points: the profiler's stack
- * walk starts at its caller's frame. */
-void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n);
+ * from the public entry points, tail-called (tail: our return address is
+ * the allocating code) or not (our caller is the entry point's frame): the
+ * profiler's stack walk starts there. */
+void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n, bool tail);
 /* A block of class cls from cache h, never sampled (the profiler's shadow
  * caches and the messages of remote frees). */
 void *mote__tcache_alloc_in(heap_tcache *h, unsigned cls);

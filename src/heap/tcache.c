@@ -635,21 +635,24 @@ static void *tcache_alloc_bitmap(heap_tcache *h, unsigned cls)
 
 /* ---- slow paths ---- */
 
-/* A page of class cls with a free block: one that has free blocks (the
- * first found), else the first that can carve more, else a new page.  Free
- * blocks anywhere in the queue are used before new ones are carved, so a
- * class reuses its memory instead of growing (larson: 2-3x the live bytes
- * carved when the first page was carved first).  Pages with neither leave
- * the queue (full). */
+/* A page of class cls with a free block.  In order of preference: one
+ * with a few free blocks (a single one would send the next malloc back
+ * here), then one that can carve more, then one with any free block, then
+ * a new page.  Free blocks already in the queue are used before the class
+ * grows (larson carved 2-3x its live bytes when the first page was always
+ * carved first).  Pages with neither leave the queue (full). */
 static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
 {
     heap_queue *q = &h->queue[cls];
-    heap_page *pg = queue_first(q), *carve = NULL;
+    heap_page *pg = queue_first(q), *carve = NULL, *some = NULL;
     while (pg) {
         heap_page *next = queue_next(pg);
-        if (pg->free)
-            break;
-        if (pg->capacity < pg->reserved) {
+        if (pg->free) {
+            if (pg->capacity - page_used(pg) >= 4) /* free, or on their way */
+                break;
+            if (!some)
+                some = pg;
+        } else if (pg->capacity < pg->reserved) {
             if (!carve)
                 carve = pg;
         } else {
@@ -662,6 +665,8 @@ static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
         pg = carve;
         mote__page_extend(pg);
     }
+    if (!pg)
+        pg = some;
     if (pg) {
         if (pg != queue_first(q)) {
             list_remove(q, &pg->qlink);
@@ -708,7 +713,7 @@ void *mote__tcache_alloc_in(heap_tcache *h, unsigned cls)
     return b;
 }
 
-void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n)
+void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n, bool tail)
 {
     if (h == &mote__heap_tcache_empty) {
         heap_ensure_init();
@@ -724,8 +729,10 @@ void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n)
      * here because the count fell below 0. */
     if (h->sample_left >= 0)
         h->sample_left -= (int64_t)n;
-    if (HEAP_UNLIKELY(h->sample_left < 0)) { /* our caller is the public entry */
-        void *p = mote__prof_alloc_small(h, cls, n, ((void **)__builtin_frame_address(0))[0]);
+    if (HEAP_UNLIKELY(h->sample_left < 0)) {
+        /* the public entry point's frame: ours when it tail-called us */
+        void **fp = __builtin_frame_address(0);
+        void *p = mote__prof_alloc_small(h, cls, n, tail ? (void *)fp : fp[0]);
         if (p)
             return p;
     }
