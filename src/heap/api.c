@@ -116,8 +116,16 @@ HEAP_COLD void mote__heap_init_slow(void)
 /* malloc itself instead ends in a tail call into its slow path (gcc keeps
  * its fast path frameless that way; clang pops its frame first): the slow
  * path's own return address is then the allocating code.  Only when
- * optimizing (-O0 makes no tail calls). */
-#if defined(__OPTIMIZE__)
+ * optimizing (-O0 makes no tail calls) and not under a sanitizer (TSan
+ * instruments every function's exit, so no call out of one is a tail call). */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define HEAP_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define HEAP_SANITIZED 1
+#endif
+#endif
+#if defined(__OPTIMIZE__) && !defined(HEAP_SANITIZED)
 #define HEAP_TAIL_OK 1
 #else
 #define HEAP_TAIL_OK 0
