@@ -344,6 +344,14 @@ MOTE_API size_t mote_usable_size(const void *p);
 /* Gives every free page back to the OS now: the heap's, and (while a run is
  * in progress) those of pooled stacks and below parked tasks' stacks. */
 MOTE_API void mote_mem_release(void);
+/* Writes the sampling heap profiler's current profile to fd, in the text
+ * heap format `go tool pprof` reads (in-use and allocated objects and bytes
+ * by call stack, then the process's memory map).  The profiler runs when
+ * MOTE_HEAPPROFILE names a file (also written at exit); rate:
+ * MOTE_HEAPPROFILE_RATE.  0, -ENODATA when the profiler is off, or the
+ * -errno of a failed write.  Any thread, any time; libmote-malloc.so
+ * exports it too. */
+MOTE_API int mote_heap_profile_write(int fd);
 
 #ifdef __cplusplus
 }

@@ -137,6 +137,27 @@ const mote__option mote__options[OPT_COUNT] = {
          .def_doc = "0",
          .doc = "`1` (or `text`) or `json`: print allocator statistics at exit",
          .expect = "0, 1, text or json"},
+    [OPT_HEAPPROFILE] =
+        {.name = "MOTE_HEAPPROFILE",
+         .kind = OPT_KIND_PATH,
+         .scope = OPT_HEAP,
+         .def = 0,
+         .def_doc = "unset (off)",
+         .doc = "sample allocations and write a heap profile (in-use and allocated bytes by "
+                "call stack, for `go tool pprof`) to this file at exit and on "
+                "`mote_heap_profile_write`; `%p` in it is replaced by the process id",
+         .expect = "a file name"},
+    [OPT_HEAPPROFILE_RATE] =
+        {.name = "MOTE_HEAPPROFILE_RATE",
+         .kind = OPT_KIND_SIZE,
+         .scope = OPT_HEAP,
+         .min = 1,
+         .max = 1ULL << 30,
+         .def = 512 * 1024,
+         .def_doc = "512K",
+         .doc = "mean bytes allocated between two sampled allocations of the heap profiler, "
+                "1-1G, K/M/G suffixes",
+         .expect = "a size from 1 to 1G (suffixes K, M, G)"},
 };
 
 static uint64_t option_reported; /* bit per option, atomic */
@@ -267,6 +288,11 @@ static int option_parse(const mote__option *o, const char *s, uint64_t *out)
     case OPT_KIND_MS: r = mote__parse_count(s, &v); break;
     case OPT_KIND_SIZE: r = mote__parse_size(s, &v); break;
     case OPT_KIND_DURATION: r = mote__parse_duration(s, &v); break;
+    case OPT_KIND_PATH:
+        if (!*s)
+            return -EINVAL;
+        *out = 1;
+        return 0;
     case OPT_KIND_CHOICE: {
         int i = choice_index(o->choices, s);
         if (i < 0)

@@ -29,6 +29,8 @@ enum mote__opt {
     OPT_BLOCKING_THREADS,
     OPT_DEBUG,
     OPT_SIGQUIT,
+    OPT_HEAPPROFILE,
+    OPT_HEAPPROFILE_RATE,
     OPT_COUNT
 };
 
@@ -38,6 +40,8 @@ enum mote__opt_kind {
     OPT_KIND_MS,       /* milliseconds, digits only */
     OPT_KIND_DURATION, /* a number with a unit: ns, us, ms, s, m */
     OPT_KIND_CHOICE,   /* one word of a list: the value is its index */
+    OPT_KIND_PATH,     /* a file name, any non-empty string: the value is 1
+                          when set (read the string with getenv) */
 };
 
 /* Value of an option set to "off" where that is allowed: no limit, never. */

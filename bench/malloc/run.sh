@@ -9,7 +9,7 @@
 #   xthread      producer/consumer, most frees on another thread (1 and 2 pairs)
 #   freeidle     4 threads allocate 2 GiB (--quick: 512 MiB) in mixed sizes,
 #                free it all, idle 3 s (1.5 s) while RSS is sampled every 100 ms
-# Round two (docs/heap-round2-plan.md):
+# Round two (docs/heap.md, "Round two"):
 #   large        malloc/touch/free of one 256 KiB, 1, 4, 32 MiB block in a loop
 #                (time per op, page faults per op after the first pass)
 #   survivors    2 threads allocate 1 GiB in mixed sizes, free 63 of every 64
@@ -19,7 +19,7 @@
 #   threadreq    a thread per request leaving one 64 B object behind
 #   prodcons     long producer/consumer churn with shifting sizes, 2 pairs
 #   xtstab       xthread with 1 pair run 5 times in a row (bimodality)
-#   profile      mallocbench, 2 threads, with MOTE_MALLOC_PROFILE set (mote
+#   profile      mallocbench, 2 threads, with MOTE_HEAPPROFILE set (mote
 #                only; the line says whether a profile was written)
 #
 # Allocators alternate: repetition r starts with the r-th one.  Every run
@@ -176,7 +176,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
             pf=$(mktemp -u /tmp/mote-prof.XXXXXX)
             for pr in off on; do
                 if [ $pr = on ]; then
-                    EXTRA_ENV="MOTE_MALLOC_PROFILE=$pf" BENCH_AS=profile-on one "$a" "$rep" "$BIN/mallocbench" 2 $((MB_OPS / 2))
+                    EXTRA_ENV="MOTE_HEAPPROFILE=$pf" BENCH_AS=profile-on one "$a" "$rep" "$BIN/mallocbench" 2 $((MB_OPS / 2))
                     w=0; [ -s "$pf" ] && w=1
                     echo "alloc=$a bench=profile-file written=$w rep=$rep" | tee -a "$RAW"
                     rm -f "$pf"*
@@ -252,7 +252,7 @@ if idle:
         print("  %-9s %10.1f %10.1f %s %s %s %s" % (a, pk / MB, bf / MB, fmt(v["0.5"]), fmt(v["1"]), fmt(v["2"]), fmt(last)))
         out["free_idle"].append({"alloc": a, "peak": pk, "rss_at_free": bf, "rss_0_5s": v["0.5"], "rss_1s": v["1"],
                                  "rss_2s": v["2"], "rss_last": last})
-# ---- round two (docs/heap-round2-plan.md): medians, mote / best peer ----
+# ---- round two (docs/heap.md): medians, mote / best peer ----
 ORDER = ["mote", "glibc", "tcmalloc", "jemalloc", "mimalloc"]
 def table(title, key, rows_of, cols):
     # rows_of: list of (label, {alloc: [dicts]}); cols: [(name, fn(list of dicts) -> value, fmt, lower_better)]

@@ -25,7 +25,7 @@
 #include "os/os.h"
 
 uintptr_t mote__heap_key = 0x9e3779b97f4a7c15ULL;
-heap_config mote__heap_cfg = {.decay_ms = 500};
+heap_config mote__heap_cfg = {.decay_ms = 500, .prof_rate = 512 * 1024};
 int mote__heap_initialized;
 static heap_lock init_lock = HEAP_LOCK_INIT;
 
@@ -59,6 +59,10 @@ static void heap_config_load(void)
         mote__heap_cfg.limit = v == OPT_OFF ? 0 : v;
     if (mote__option_read(OPT_MALLOC_STATS, &v) == 0) /* 0,1,json,text */
         mote__heap_cfg.stats = v == 0 ? 0 : v == 2 ? 2 : 1;
+    if (mote__option_read(OPT_HEAPPROFILE_RATE, &v) == 0)
+        mote__heap_cfg.prof_rate = v;
+    if (mote__option_read(OPT_HEAPPROFILE, &v) == 0 && v)
+        mote__heap_cfg.prof_path = getenv(mote__options[OPT_HEAPPROFILE].name);
 }
 
 void mote__heap_invalid_free(const void *p, const char *what)
@@ -85,6 +89,7 @@ HEAP_COLD void mote__heap_init_slow(void)
         mote__heap_key |= 1; /* never equal to an address-sized 0 cookie */
         if (mote__heap_cfg.limit)
             mote__arena_set_limit(mote__heap_cfg.limit);
+        mote__prof_init();
         mote__tcache_init_once();
         STORE(&mote__heap_initialized, 1, RELEASE);
         first = true;
@@ -97,13 +102,49 @@ HEAP_COLD void mote__heap_init_slow(void)
 
 /* ---- allocation ---- */
 
-static inline void *heap_alloc_cls(unsigned cls, size_t n)
+#define HEAP_INLINE static inline __attribute__((always_inline))
+/* A call out of a public entry point that must not become a tail call: the
+ * entry point then keeps its frame, which the profiler's stack walk starts
+ * from (its return address is the allocating code).  Costs nothing on the
+ * fast path. */
+#define HEAP_CALL(x)                               \
+    ({                                             \
+        __typeof__(x) heap_r_ = (x);               \
+        __asm__ volatile("" : : "r"(heap_r_));     \
+        heap_r_;                                   \
+    })
+/* malloc itself instead ends in a tail call into its slow path (gcc keeps
+ * its fast path frameless that way; clang pops its frame first): the slow
+ * path's own return address is then the allocating code.  Only when
+ * optimizing (-O0 makes no tail calls) and not under a sanitizer (TSan
+ * instruments every function's exit, so no call out of one is a tail call). */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define HEAP_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define HEAP_SANITIZED 1
+#endif
+#endif
+#if defined(__OPTIMIZE__) && !defined(HEAP_SANITIZED)
+#define HEAP_TAIL_OK 1
+#else
+#define HEAP_TAIL_OK 0
+#endif
+
+/* The fast path.  The profiler's countdown is only touched with a block at
+ * hand, so the static empty cache of a thread's first malloc is never
+ * written; the slow path counts the allocations it serves itself.  tail:
+ * the caller returns our result at once (a compile-time constant). */
+HEAP_INLINE void *heap_alloc_cls(unsigned cls, size_t n, bool tail)
 {
     heap_tcache *h = mote__heap_tls;
     heap_page *pg = h->cur[cls];
     heap_block *b = pg->free;
-    if (HEAP_UNLIKELY(!b))
-        return mote__tcache_alloc_slow(h, cls, n);
+    if (HEAP_UNLIKELY(!b || (h->sample_left -= (int64_t)n) < 0)) {
+        if (tail && HEAP_TAIL_OK)
+            return mote__tcache_alloc_slow(h, cls, n, true);
+        return HEAP_CALL(mote__tcache_alloc_slow(h, cls, n, false));
+    }
     heap_block *next = b->next;
     pg->free = next;
     page_used_add(pg, 1);
@@ -111,8 +152,9 @@ static inline void *heap_alloc_cls(unsigned cls, size_t n)
     return b;
 }
 
-/* Above HEAP_SMALL_MAX, or aligned beyond what a size class gives. */
-static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero)
+/* Above HEAP_SMALL_MAX, or aligned beyond what a size class gives.  tail:
+ * tail-called from the entry point (see heap_alloc_cls). */
+static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero, bool tail)
 {
     heap_ensure_init();
     size_t extra = align > HEAP_SLICE_SIZE ? align - HEAP_SLICE_SIZE : 0;
@@ -121,7 +163,11 @@ static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero)
         p = mote__arena_large_alloc(n, align);
     else
         p = mote__arena_huge_alloc(n, align);
-    if (p && zero) {
+    if (!p)
+        return NULL;
+    heap_tcache *h = mote__heap_tls;
+    bool sampled = h != &mote__heap_tcache_empty && (h->sample_left -= (int64_t)n) < 0;
+    if (zero || sampled) {
         heap_segment *seg = heap_segment_of(p);
         uint8_t e = heap_segmap_get((uintptr_t)p >> HEAP_SEG_SHIFT);
         if (e >= 2)
@@ -129,19 +175,24 @@ static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero)
                                    << HEAP_SEG_SHIFT);
         heap_page *pg =
             e >= 2 ? &seg->pages[0] : seg->map[((uintptr_t)p >> HEAP_SLICE_SHIFT) & 63];
-        *zero = pg->zeroed;
+        if (zero)
+            *zero = pg->zeroed;
+        if (sampled) { /* the entry point's frame: ours if it tail-called us */
+            void **fp = __builtin_frame_address(0);
+            mote__prof_note_big(h, pg, n, tail ? (void *)fp : fp[0]);
+        }
     }
     return p;
 }
 
-static inline void *heap_malloc_inline(size_t n)
+HEAP_INLINE void *heap_malloc_inline(size_t n, bool tail)
 {
     if (HEAP_LIKELY(n <= HEAP_SMALL_MAX))
-        return heap_alloc_cls(sizeclass_of(n), n);
-    return heap_alloc_big(n, 0, NULL);
+        return heap_alloc_cls(sizeclass_of(n), n, tail);
+    if (tail && HEAP_TAIL_OK)
+        return heap_alloc_big(n, 0, NULL, true);
+    return HEAP_CALL(heap_alloc_big(n, 0, NULL, false));
 }
-
-void *mote__heap_malloc(size_t n) { return heap_malloc_inline(n); }
 
 /* ---- free ---- */
 
@@ -164,9 +215,10 @@ static heap_page *heap_page_of(const void *p, const char *what)
     heap_page *pg = seg->map[(u >> HEAP_SLICE_SHIFT) & 63];
     if (!pg)
         mote__heap_invalid_free(p, what);
-    if (pg->kind == HEAP_PAGE_SMALL) {
+    if (pg->kind == HEAP_PAGE_SMALL || pg->kind == HEAP_PAGE_BITMAP) {
         uint64_t off = u - (uintptr_t)pg->start;
-        if (((off * pg->div_magic) >> 40) * pg->bsize != off)
+        if (((off * pg->div_magic) >> 40) * pg->bsize != off ||
+            off >= (uint64_t)pg->reserved * pg->bsize)
             mote__heap_invalid_free(p, what);
     } else if (pg->first != p || page_used(pg) != 1) {
         mote__heap_invalid_free(p, what);
@@ -180,12 +232,18 @@ static HEAP_NOINLINE void heap_free_slow(void *p)
         return;
     uintptr_t u = (uintptr_t)p;
     heap_page *pg = heap_page_of(p, "free");
+    if (HEAP_UNLIKELY(pg->prof))
+        mote__prof_free(pg, p);
     if (pg->kind == HEAP_PAGE_HUGE) {
         mote__arena_huge_free(heap_segment_of(pg), p);
         return;
     }
     if (pg->kind == HEAP_PAGE_LARGE) {
         mote__arena_large_free(pg);
+        return;
+    }
+    if (pg->kind == HEAP_PAGE_BITMAP) {
+        mote__tcache_free_bitmap(pg, p);
         return;
     }
     heap_block *b = p;
@@ -201,10 +259,10 @@ static HEAP_NOINLINE void heap_free_slow(void *p)
         return;
     }
     b->cookie = u ^ mote__heap_key;
-    mote__page_free_remote(pg, b);
+    mote__tcache_free_remote(pg, b);
 }
 
-static inline void heap_free_inline(void *p)
+HEAP_INLINE void heap_free_inline(void *p)
 {
     uintptr_t u = (uintptr_t)p;
     uintptr_t idx = u >> HEAP_SEG_SHIFT;
@@ -235,19 +293,19 @@ static inline void heap_free_inline(void *p)
     heap_free_slow(p);
 }
 
-void mote__heap_free(void *p) { heap_free_inline(p); }
+/* ---- the rest of the API (inlined into every entry point) ---- */
 
-/* ---- the rest of the API ---- */
-
-size_t mote__heap_usable_size(const void *p)
+HEAP_INLINE size_t heap_usable_size(const void *p)
 {
     if (!p)
         return 0;
     heap_page *pg = heap_page_of(p, "malloc_usable_size");
-    return pg->kind == HEAP_PAGE_SMALL ? pg->bsize : pg->usable;
+    if (pg->kind == HEAP_PAGE_LARGE || pg->kind == HEAP_PAGE_HUGE)
+        return pg->usable;
+    return HEAP_UNLIKELY(pg->prof) ? mote__prof_usable(pg) : pg->bsize;
 }
 
-void *mote__heap_calloc(size_t n, size_t size)
+HEAP_INLINE void *heap_calloc(size_t n, size_t size)
 {
     size_t total;
     if (__builtin_mul_overflow(n, size, &total)) {
@@ -255,22 +313,22 @@ void *mote__heap_calloc(size_t n, size_t size)
         return NULL;
     }
     if (total <= HEAP_SMALL_MAX) {
-        void *p = heap_alloc_cls(sizeclass_of(total), total);
+        void *p = heap_alloc_cls(sizeclass_of(total), total, false);
         if (p)
             memset(p, 0, total);
         return p;
     }
     bool zero = false;
-    void *p = heap_alloc_big(total, 0, &zero);
+    void *p = HEAP_CALL(heap_alloc_big(total, 0, &zero, false));
     if (p && !zero)
         memset(p, 0, total);
     return p;
 }
 
-void *mote__heap_memalign(size_t align, size_t n)
+HEAP_INLINE void *heap_memalign(size_t align, size_t n)
 {
     if (align <= 16)
-        return heap_malloc_inline(n);
+        return heap_malloc_inline(n, false);
     heap_ensure_init(); /* the class tables below */
     if (n <= HEAP_SMALL_MAX && align <= HEAP_SLICE_SIZE) {
         /* A block is aligned to every power of two dividing its class size,
@@ -279,23 +337,23 @@ void *mote__heap_memalign(size_t align, size_t n)
         while (c < HEAP_NCLS && mote__sizeclass_size[c] % align)
             c++;
         if (c < HEAP_NCLS)
-            return heap_alloc_cls(c, mote__sizeclass_size[c]);
+            return heap_alloc_cls(c, mote__sizeclass_size[c], false);
     }
-    return heap_alloc_big(n, align, NULL);
+    return HEAP_CALL(heap_alloc_big(n, align, NULL, false));
 }
 
-void *mote__heap_realloc(void *p, size_t n)
+HEAP_INLINE void *heap_realloc(void *p, size_t n)
 {
     if (!p)
-        return heap_malloc_inline(n);
+        return heap_malloc_inline(n, false);
     if (n == 0) { /* glibc's behaviour: free and return NULL */
         heap_free_inline(p);
         return NULL;
     }
-    size_t us = mote__heap_usable_size(p);
+    size_t us = heap_usable_size(p);
     if (n <= us && n >= us / 2)
         return p;
-    void *q = heap_malloc_inline(n);
+    void *q = heap_malloc_inline(n, false);
     if (!q)
         return NULL; /* errno is ENOMEM; p stays valid */
     memcpy(q, p, n < us ? n : us);
@@ -307,8 +365,9 @@ void mote__heap_release_all(void)
 {
     heap_ensure_init();
     mote__tcache_release_own();
-    mote__tcache_collect_dead();
-    while (mote__arena_scavenge(0, false) == 0)
+    mote__tcache_collect_dead(true, 0);
+    mote__tcache_release_own(); /* the message blocks that came home */
+    while (mote__arena_scavenge(0) == 0)
         ;
 }
 
@@ -324,6 +383,15 @@ __attribute__((destructor)) static void heap_fini(void)
 {
     if (mote__heap_cfg.stats)
         mote__stats_print_at_exit();
+    mote__prof_write_at_exit();
+}
+
+/* Both libraries export it (libmote-malloc.so too: preloaded programs may
+ * look it up with dlsym). */
+MOTE_API int mote_heap_profile_write(int fd)
+{
+    heap_ensure_init();
+    return mote__prof_write(fd);
 }
 
 __attribute__((constructor)) static void heap_ctor(void) { heap_ensure_init(); }
@@ -331,18 +399,18 @@ __attribute__((constructor)) static void heap_ctor(void) { heap_ensure_init(); }
 #ifndef MOTE_HEAP_PRELOAD
 /* ---- libmote: mote_malloc & co. ---- */
 
-MOTE_API void *mote_malloc(size_t size) { return heap_malloc_inline(size); }
+MOTE_API void *mote_malloc(size_t size) { return heap_malloc_inline(size, true); }
 MOTE_API void mote_free(void *p) { heap_free_inline(p); }
-MOTE_API void *mote_calloc(size_t n, size_t size) { return mote__heap_calloc(n, size); }
-MOTE_API void *mote_realloc(void *p, size_t size) { return mote__heap_realloc(p, size); }
-MOTE_API size_t mote_usable_size(const void *p) { return mote__heap_usable_size(p); }
+MOTE_API void *mote_calloc(size_t n, size_t size) { return heap_calloc(n, size); }
+MOTE_API void *mote_realloc(void *p, size_t size) { return heap_realloc(p, size); }
+MOTE_API size_t mote_usable_size(const void *p) { return heap_usable_size(p); }
 MOTE_API void *mote_aligned_alloc(size_t alignment, size_t size)
 {
     if (alignment == 0 || (alignment & (alignment - 1))) {
         errno = EINVAL;
         return NULL;
     }
-    return mote__heap_memalign(alignment, size);
+    return heap_memalign(alignment, size);
 }
 
 #else
@@ -350,11 +418,11 @@ MOTE_API void *mote_aligned_alloc(size_t alignment, size_t size)
 #include <malloc.h>
 #include <stdlib.h>
 
-MOTE_API void *malloc(size_t size) { return heap_malloc_inline(size); }
+MOTE_API void *malloc(size_t size) { return heap_malloc_inline(size, true); }
 MOTE_API void free(void *p) { heap_free_inline(p); }
-MOTE_API void *calloc(size_t n, size_t size) { return mote__heap_calloc(n, size); }
-MOTE_API void *realloc(void *p, size_t size) { return mote__heap_realloc(p, size); }
-MOTE_API size_t malloc_usable_size(void *p) { return mote__heap_usable_size(p); }
+MOTE_API void *calloc(size_t n, size_t size) { return heap_calloc(n, size); }
+MOTE_API void *realloc(void *p, size_t size) { return heap_realloc(p, size); }
+MOTE_API size_t malloc_usable_size(void *p) { return heap_usable_size(p); }
 MOTE_API void cfree(void *p) { heap_free_inline(p); }
 MOTE_API void free_sized(void *p, size_t size)
 {
@@ -375,7 +443,7 @@ MOTE_API void *reallocarray(void *p, size_t n, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    return mote__heap_realloc(p, total);
+    return heap_realloc(p, total);
 }
 
 MOTE_API int posix_memalign(void **out, size_t align, size_t size)
@@ -383,7 +451,7 @@ MOTE_API int posix_memalign(void **out, size_t align, size_t size)
     if (align < sizeof(void *) || (align & (align - 1)))
         return EINVAL;
     int saved = errno;
-    void *p = mote__heap_memalign(align, size);
+    void *p = heap_memalign(align, size);
     if (!p) {
         errno = saved;
         return ENOMEM;
@@ -398,7 +466,7 @@ MOTE_API void *aligned_alloc(size_t align, size_t size)
         errno = EINVAL;
         return NULL;
     }
-    return mote__heap_memalign(align, size);
+    return heap_memalign(align, size);
 }
 
 MOTE_API void *memalign(size_t align, size_t size)
@@ -411,10 +479,10 @@ MOTE_API void *memalign(size_t align, size_t size)
         }
         align = (size_t)1 << (64 - __builtin_clzl(align));
     }
-    return mote__heap_memalign(align, size);
+    return heap_memalign(align, size);
 }
 
-MOTE_API void *valloc(size_t size) { return mote__heap_memalign(HEAP_OS_PAGE, size); }
+MOTE_API void *valloc(size_t size) { return heap_memalign(HEAP_OS_PAGE, size); }
 
 MOTE_API void *pvalloc(size_t size)
 {
@@ -423,7 +491,7 @@ MOTE_API void *pvalloc(size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    return mote__heap_memalign(HEAP_OS_PAGE, r ? r : HEAP_OS_PAGE);
+    return heap_memalign(HEAP_OS_PAGE, r ? r : HEAP_OS_PAGE);
 }
 
 MOTE_API int malloc_trim(size_t pad)
@@ -434,12 +502,12 @@ MOTE_API int malloc_trim(size_t pad)
 }
 
 /* glibc's internal entry points, called by some programs and libraries. */
-MOTE_API void *__libc_malloc(size_t size) { return heap_malloc_inline(size); }
+MOTE_API void *__libc_malloc(size_t size) { return heap_malloc_inline(size, true); }
 MOTE_API void __libc_free(void *p) { heap_free_inline(p); }
-MOTE_API void *__libc_calloc(size_t n, size_t size) { return mote__heap_calloc(n, size); }
+MOTE_API void *__libc_calloc(size_t n, size_t size) { return heap_calloc(n, size); }
 MOTE_API void *__libc_realloc(void *p, size_t size)
 {
-    return mote__heap_realloc(p, size);
+    return heap_realloc(p, size);
 }
 MOTE_API void *__libc_memalign(size_t align, size_t size)
 {

@@ -12,12 +12,23 @@
  *   - since[i] is when free dirty slice i was freed (ms);
  *   - a segment with any free slice is on arena_avail (in_avail = 1);
  *   - mote__heap_segmap[u] is 1 for a small segment's unit, 2 + k for the unit of
- *     a huge block whose header is k units lower, else 0.  Written under
- *     the lock (small) or by the mapping's only user (huge).
+ *     a huge block in use whose header is k units lower, else 0.  Written
+ *     under the lock (small) or by the mapping's only user (huge);
+ *   - the cache (arena_cache, most recently freed first) holds freed large
+ *     pages (their slices stay out of the free mask, map[] still points at
+ *     the descriptor, used is 0) and freed huge mappings (segment-map entry
+ *     cleared, used is 0), each stamped with cached_ms.  An entry leaves it
+ *     when a request of its size takes it, when it is older than the decay
+ *     period (scavenger), when the cache is over its bounds (the oldest go
+ *     first), or when slices run out / the memory limit nears.  Leaving
+ *     without reuse, a large run becomes free dirty slices stamped with its
+ *     free time (so the same scavenger pass decommits it once due) and a huge
+ *     mapping is unmapped.
  * Counters are atomics so metrics can read them without the lock.
  */
 #include <errno.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include "heap/internal.h"
@@ -46,6 +57,20 @@ static int arena_transit; /* scavenger batches out of the lock */
 static uint64_t st_mapped, st_released, st_large_inuse, st_huge_inuse, st_segments,
     st_huge_count, st_decommits, st_released_total;
 static uint64_t arena_limit;
+
+/* The cache of freed large and huge blocks (see above).  Bounds: at most
+ * CACHE_MAX entries, and at most max(CACHE_MIN_BYTES, a quarter of the rest
+ * of the heap's committed bytes). */
+#define CACHE_MAX       64
+#define CACHE_MIN_BYTES (64UL << 20)
+static list arena_cache; /* heap_page.qlink, most recent first */
+static uint32_t cache_count;
+static uint64_t st_cache_bytes, st_cache_hits, st_cache_misses;
+static uint64_t st_purged_total, st_purge_calls;
+typedef struct cache_drop cache_drop;
+static inline heap_page *cache_entry(list_node *n);
+static void cache_evict(heap_page *pg, cache_drop *d);
+static bool cache_evict_large(void);
 
 static inline uint64_t run_bits(unsigned i, unsigned n)
 {
@@ -89,6 +114,9 @@ uint64_t mote__arena_committed(void)
 /* Lock held.  Returns every dirty free slice to the OS, synchronously. */
 static void arena_release_locked(void)
 {
+    heap_page *pg;
+    while ((pg = cache_entry(arena_cache.head)))
+        cache_evict(pg, NULL);
     for (heap_segment *seg = avail_first(); seg; seg = avail_next(seg)) {
         uint64_t m = seg->free_mask & seg->dirty_mask;
         while (m) {
@@ -171,13 +199,24 @@ static void segment_unmap(heap_segment *seg)
 
 heap_page *mote__arena_page_alloc(uint32_t n, bool *zero)
 {
-    heap_segment *seg;
+    return mote__arena_page_alloc_ex(n, zero, false);
+}
+
+heap_page *mote__arena_page_alloc_ex(uint32_t n, bool *zero, bool clean_first)
+{
+    heap_segment *seg = NULL;
     uint64_t starts = 0;
-    /* Warm (dirty) slices first: they cost no page faults. */
-    for (seg = avail_first(); seg; seg = avail_next(seg))
-        if ((starts = run_starts(seg->free_mask & seg->dirty_mask, n)))
-            break;
+    /* Warm (dirty) slices first: they cost no page faults.  A page that
+     * will touch little of its run (the profiler's) leaves them to others. */
+    if (!clean_first)
+        for (seg = avail_first(); seg; seg = avail_next(seg))
+            if ((starts = run_starts(seg->free_mask & seg->dirty_mask, n)))
+                break;
     if (!seg)
+        for (seg = avail_first(); seg; seg = avail_next(seg))
+            if ((starts = run_starts(seg->free_mask, n)))
+                break;
+    if (!seg && cache_evict_large()) /* cached runs are free slices too */
         for (seg = avail_first(); seg; seg = avail_next(seg))
             if ((starts = run_starts(seg->free_mask, n)))
                 break;
@@ -212,41 +251,223 @@ heap_page *mote__arena_page_alloc(uint32_t n, bool *zero)
     return pg;
 }
 
-void mote__arena_page_free(heap_page *pg)
+/* Lock held.  Slices [i, i+n) of seg become free and dirty, freed at since. */
+static void run_free(heap_segment *seg, unsigned i, unsigned n, uint32_t since)
 {
-    heap_segment *seg = heap_segment_of(pg->start);
-    unsigned i =
-        (unsigned)(((uintptr_t)pg->start >> HEAP_SLICE_SHIFT) & (HEAP_SLICES - 1));
-    unsigned n = pg->slices;
-    uint32_t now = mote__os_coarse_ms();
+    mote__assert(n >= 1 && i >= 1 && i + n <= HEAP_SLICES);
+    mote__assert(!(seg->free_mask & run_bits(i, n)));
+    mote__assert((seg->dirty_mask & run_bits(i, n)) == run_bits(i, n));
     for (unsigned k = i; k < i + n; k++) {
         seg->map[k] = NULL;
-        seg->since[k] = now;
+        seg->since[k] = since;
     }
-    pg->kind = HEAP_PAGE_FREE;
+    seg->pages[i].kind = HEAP_PAGE_FREE;
     seg->free_mask |= run_bits(i, n);
     avail_push(seg);
+}
+
+static inline unsigned page_index(const heap_page *pg)
+{
+    return (unsigned)(((uintptr_t)pg->start >> HEAP_SLICE_SHIFT) & (HEAP_SLICES - 1));
+}
+
+void mote__arena_page_free(heap_page *pg)
+{
+    run_free(heap_segment_of(pg->start), page_index(pg), pg->slices, mote__os_coarse_ms());
     mote__scavenger_note_dirty();
 }
+
+/* ---- the cache of freed large and huge blocks ---- */
+
+static inline uint64_t cache_entry_bytes(const heap_page *pg)
+{
+    return pg->kind == HEAP_PAGE_HUGE ? heap_segment_of(pg)->map_size
+                                      : (uint64_t)pg->slices << HEAP_SLICE_SHIFT;
+}
+
+static inline heap_page *cache_entry(list_node *n)
+{
+    return n ? list_entry(n, heap_page, qlink) : NULL;
+}
+
+/* Gives a huge mapping back (no lock needed: nobody else can reach it). */
+static void huge_unmap(heap_segment *seg)
+{
+    FETCH_SUB(&st_mapped, seg->map_size, RELAXED);
+    seg->magic = 0;
+    mote__os_release(seg->map_base, seg->map_size);
+}
+
+/* Huge mappings taken out of the cache under the lock, unmapped after it. */
+struct cache_drop {
+    heap_segment *seg[CACHE_MAX + 1];
+    int n;
+};
+
+static void cache_drop_run(cache_drop *d)
+{
+    for (int i = 0; i < d->n; i++)
+        huge_unmap(d->seg[i]);
+    d->n = 0;
+}
+
+static void cache_unlink(heap_page *pg)
+{
+    mote__assert_expensive(list_contains(&arena_cache, &pg->qlink));
+    list_remove(&arena_cache, &pg->qlink);
+    COUNT(&cache_count, -1);
+    FETCH_SUB(&st_cache_bytes, cache_entry_bytes(pg), RELAXED);
+    pg->cached_ms = 0;
+}
+
+/* Lock held.  Takes pg out of the cache without reuse: a large run becomes
+ * free dirty slices stamped with its free time; a huge mapping goes to d (or
+ * is unmapped here, under the lock, when d is NULL: memory-limit path). */
+static void cache_evict(heap_page *pg, cache_drop *d)
+{
+    uint32_t since = pg->cached_ms;
+    cache_unlink(pg);
+    if (pg->kind == HEAP_PAGE_LARGE) {
+        run_free(heap_segment_of(pg->start), page_index(pg), pg->slices, since);
+    } else if (d) {
+        d->seg[d->n++] = heap_segment_of(pg);
+    } else {
+        huge_unmap(heap_segment_of(pg));
+    }
+}
+
+/* Lock held.  Every large entry goes back to the free slices. */
+static bool cache_evict_large(void)
+{
+    bool any = false;
+    list_node *n = arena_cache.head;
+    while (n) {
+        list_node *next = n->next;
+        heap_page *pg = cache_entry(n);
+        if (pg->kind == HEAP_PAGE_LARGE) {
+            cache_evict(pg, NULL);
+            any = true;
+        }
+        n = next;
+    }
+    return any;
+}
+
+/* Lock held.  Puts freed pg (used already 0) in the cache, evicting the
+ * oldest entries to stay in bounds; false if it should not be cached. */
+static bool cache_put(heap_page *pg, cache_drop *d)
+{
+    uint64_t b = cache_entry_bytes(pg);
+    uint64_t cached = LOAD(&st_cache_bytes, RELAXED);
+    uint64_t committed = mote__arena_committed();
+    uint64_t rest = committed > cached + b ? committed - cached - b : 0;
+    uint64_t allow = rest / 4 > CACHE_MIN_BYTES ? rest / 4 : CACHE_MIN_BYTES;
+    uint64_t limit = LOAD(&arena_limit, RELAXED);
+    if (b > allow || (limit && committed > limit - limit / 4))
+        return false;
+    heap_page *old;
+    while ((cache_count >= CACHE_MAX || LOAD(&st_cache_bytes, RELAXED) + b > allow) &&
+           (old = cache_entry(arena_cache.tail)))
+        cache_evict(old, d);
+    uint32_t now = mote__os_coarse_ms();
+    pg->cached_ms = now ? now : 1;
+    list_push_front(&arena_cache, &pg->qlink);
+    COUNT(&cache_count, 1);
+    FETCH_ADD(&st_cache_bytes, b, RELAXED);
+    mote__scavenger_note_dirty();
+    return true;
+}
+
+/* Lock held.  The smallest cached large run that holds size bytes at
+ * alignment a (>= 16), cut to the slices it needs (the rest becomes free
+ * slices); NULL if none. */
+static heap_page *cache_take_large(size_t size, uintptr_t a)
+{
+    heap_page *best = NULL;
+    unsigned best_need = 0;
+    for (list_node *n = arena_cache.head; n; n = n->next) {
+        heap_page *pg = cache_entry(n);
+        if (pg->kind != HEAP_PAGE_LARGE)
+            continue;
+        uintptr_t first = ((uintptr_t)pg->start + a - 1) & ~(a - 1);
+        size_t need_bytes = first + size - (uintptr_t)pg->start;
+        unsigned need = (unsigned)((need_bytes + HEAP_SLICE_SIZE - 1) >> HEAP_SLICE_SHIFT);
+        if (need > pg->slices || (best && pg->slices >= best->slices))
+            continue;
+        best = pg;
+        best_need = need;
+        if (need == pg->slices)
+            break;
+    }
+    if (!best)
+        return NULL;
+    uint32_t since = best->cached_ms;
+    cache_unlink(best);
+    if (best_need < best->slices) {
+        heap_segment *seg = heap_segment_of(best->start);
+        unsigned i = page_index(best);
+        run_free(seg, i + best_need, best->slices - best_need, since);
+        best->slices = best_need;
+    }
+    return best;
+}
+
+/* Lock held.  The smallest cached huge mapping whose block is aligned to a
+ * and holds size bytes; *trim gets the bytes at its end to unmap (when it is
+ * much bigger than asked).  NULL if none. */
+static heap_segment *cache_take_huge(size_t size, uintptr_t a, size_t *trim)
+{
+    heap_page *best = NULL;
+    for (list_node *n = arena_cache.head; n; n = n->next) {
+        heap_page *pg = cache_entry(n);
+        if (pg->kind != HEAP_PAGE_HUGE || ((uintptr_t)pg->first & (a - 1)) ||
+            pg->usable < size || (best && pg->usable >= best->usable))
+            continue;
+        best = pg;
+    }
+    *trim = 0;
+    if (!best)
+        return NULL;
+    cache_unlink(best);
+    heap_segment *seg = heap_segment_of(best);
+    size_t keep = (size + HEAP_OS_PAGE - 1) & ~(HEAP_OS_PAGE - 1);
+    size_t slack = keep / 8 > (1UL << 20) ? keep / 8 : (1UL << 20);
+    if (best->usable - keep > slack) {
+        *trim = best->usable - keep;
+        best->usable = keep;
+        seg->map_size -= *trim;
+        FETCH_SUB(&st_mapped, *trim, RELAXED);
+    }
+    return seg;
+}
+
+/* ---- large blocks: one block per slice run ---- */
 
 void *mote__arena_large_alloc(size_t size, size_t align)
 {
     size_t extra = align > HEAP_SLICE_SIZE ? align - HEAP_SLICE_SIZE : 0;
     uint32_t n = (uint32_t)((size + extra + HEAP_SLICE_SIZE - 1) >> HEAP_SLICE_SHIFT);
-    bool zero;
+    uintptr_t a = align > 16 ? align : 16;
+    bool zero = false;
     heap_lock_acquire(&mote__heap_arena_lock);
-    heap_page *pg = mote__arena_page_alloc(n, &zero);
-    if (!pg) {
-        heap_lock_release(&mote__heap_arena_lock);
-        errno = ENOMEM;
-        return NULL;
+    heap_page *pg = cache_take_large(size, a);
+    if (pg) {
+        FETCH_ADD(&st_cache_hits, 1, RELAXED);
+    } else {
+        FETCH_ADD(&st_cache_misses, 1, RELAXED);
+        pg = mote__arena_page_alloc(n, &zero);
+        if (!pg) {
+            heap_lock_release(&mote__heap_arena_lock);
+            errno = ENOMEM;
+            return NULL;
+        }
     }
     pg->kind = HEAP_PAGE_LARGE;
     page_used_set(pg, 1);
     pg->zeroed = zero;
-    uintptr_t a = align > 16 ? align : 16;
     pg->first = (uint8_t *)(((uintptr_t)pg->start + a - 1) & ~(a - 1));
-    pg->usable = (size_t)(pg->start + ((size_t)n << HEAP_SLICE_SHIFT) - pg->first);
+    pg->usable = (size_t)(pg->start + ((size_t)pg->slices << HEAP_SLICE_SHIFT) - pg->first);
+    mote__assert(pg->usable >= size);
     FETCH_ADD(&st_large_inuse, pg->usable, RELAXED);
     heap_lock_release(&mote__heap_arena_lock);
     return pg->first;
@@ -254,13 +475,19 @@ void *mote__arena_large_alloc(size_t size, size_t align)
 
 void mote__arena_large_free(heap_page *pg)
 {
+    cache_drop d = {.n = 0};
     heap_lock_acquire(&mote__heap_arena_lock);
+    mote__assert(pg->kind == HEAP_PAGE_LARGE && page_used(pg) == 1 && !pg->cached_ms);
     FETCH_SUB(&st_large_inuse, pg->usable, RELAXED);
     page_used_set(pg, 0);
-    mote__arena_page_free(pg);
+    if (!cache_put(pg, &d))
+        mote__arena_page_free(pg);
     heap_lock_release(&mote__heap_arena_lock);
+    cache_drop_run(&d);
     mote__scavenger_ensure();
 }
+
+/* ---- huge blocks: their own mapping, header in front ---- */
 
 /* Maps total bytes whose offset hdr is aligned to a (a power of two at
  * least a segment): the header then sits hdr bytes below the block. */
@@ -297,37 +524,51 @@ void *mote__arena_huge_alloc(size_t size, size_t align)
         return NULL;
     }
     total &= ~(HEAP_OS_PAGE - 1);
-    if (LOAD(&arena_limit, RELAXED)) {
-        heap_lock_acquire(&mote__heap_arena_lock);
-        bool ok = arena_reserve(total);
-        heap_lock_release(&mote__heap_arena_lock);
-        if (!ok) {
-            errno = ENOMEM;
-            return NULL;
-        }
-    }
-    uint8_t *base = huge_map(total, hdr, a);
-    if (!base) {
+
+    size_t trim;
+    heap_lock_acquire(&mote__heap_arena_lock);
+    heap_segment *seg = cache_take_huge(size, a, &trim);
+    if (seg)
+        FETCH_ADD(&st_cache_hits, 1, RELAXED);
+    else
+        FETCH_ADD(&st_cache_misses, 1, RELAXED);
+    bool ok = seg || !LOAD(&arena_limit, RELAXED) || arena_reserve(total);
+    heap_lock_release(&mote__heap_arena_lock);
+    if (!ok) {
         errno = ENOMEM;
         return NULL;
     }
-    heap_segment *seg = (heap_segment *)base;
-    seg->magic = HEAP_SEG_MAGIC;
-    seg->kind = HEAP_SEG_HUGE;
-    seg->map_size = total;
-    seg->map_base = base;
-    heap_page *pg = &seg->pages[0];
-    pg->kind = HEAP_PAGE_HUGE;
+    heap_page *pg;
+    if (seg) { /* warm: no system call, no page fault */
+        pg = &seg->pages[0];
+        if (trim)
+            mote__os_release(pg->first + pg->usable, trim);
+        pg->zeroed = 0;
+    } else {
+        uint8_t *base = huge_map(total, hdr, a);
+        if (!base) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        seg = (heap_segment *)base;
+        seg->magic = HEAP_SEG_MAGIC;
+        seg->kind = HEAP_SEG_HUGE;
+        seg->map_size = total;
+        seg->map_base = base;
+        pg = &seg->pages[0];
+        pg->kind = HEAP_PAGE_HUGE;
+        pg->zeroed = 1;
+        pg->start = base;
+        pg->first = base + hdr;
+        pg->usable = total - hdr;
+        FETCH_ADD(&st_mapped, total, RELAXED);
+    }
+    mote__assert(pg->kind == HEAP_PAGE_HUGE && pg->usable >= size && !page_used(pg));
     page_used_set(pg, 1);
-    pg->zeroed = 1;
-    pg->start = base;
-    pg->first = base + hdr;
-    pg->usable = total - hdr;
-    FETCH_ADD(&st_mapped, total, RELAXED);
     FETCH_ADD(&st_huge_inuse, pg->usable, RELAXED);
     FETCH_ADD(&st_huge_count, 1, RELAXED);
     heap_segmap_set((uintptr_t)pg->first >> HEAP_SEG_SHIFT,
-                    (uint8_t)(2 + (hdr >> HEAP_SEG_SHIFT)));
+                    (uint8_t)(2 + (((uintptr_t)pg->first - (uintptr_t)seg) >> HEAP_SEG_SHIFT)));
     return pg->first;
 }
 
@@ -338,15 +579,167 @@ void mote__arena_huge_free(heap_segment *seg, const void *p)
         page_used(pg) != 1)
         mote__heap_invalid_free(p, "free");
     page_used_set(pg, 0);
+    /* From here a second free of p finds no segment: it aborts. */
     heap_segmap_set((uintptr_t)p >> HEAP_SEG_SHIFT, 0);
-    FETCH_SUB(&st_mapped, seg->map_size, RELAXED);
     FETCH_SUB(&st_huge_inuse, pg->usable, RELAXED);
     FETCH_SUB(&st_huge_count, 1, RELAXED);
-    seg->magic = 0;
-    mote__os_release(seg->map_base, seg->map_size);
+    cache_drop d = {.n = 0};
+    heap_lock_acquire(&mote__heap_arena_lock);
+    bool cached = cache_put(pg, &d);
+    heap_lock_release(&mote__heap_arena_lock);
+    cache_drop_run(&d);
+    if (!cached)
+        huge_unmap(seg);
+    else
+        mote__scavenger_ensure();
 }
 
-long mote__arena_scavenge(uint32_t decay_ms, bool may_idle)
+/* ---- free blocks inside bitmap pages ----
+ *
+ * A bitmap page (classes above 4 KiB) idle for the decay period has its
+ * free blocks claimed (cleared from its bitmap, HEAP_BM_PURGING set, under
+ * the arena lock so the page cannot leave meanwhile: an empty page leaves
+ * only by taking its whole bitmap), the whole OS pages they cover released
+ * without the lock, and the blocks put back.  The owner may allocate the
+ * other free blocks meanwhile; it never parks a page with PURGING set. */
+
+typedef struct bm_claim {
+    heap_page *pg;
+    uint64_t mask;   /* claimed blocks | HEAP_BM_TAIL */
+    uint32_t allocs; /* pg->allocs before the claim */
+} bm_claim;
+
+/* Lock held.  Claims what is due into out[0..max); sets *next to the ms
+ * until the next page is due (or 0 when out was too small). */
+static int bm_claim_due(uint32_t decay_ms, uint32_t now, bm_claim *out, int max, long *next)
+{
+    int n = 0;
+    if (!LOAD(&mote__heap_bm_dirty, RELAXED))
+        return 0;
+    for (list_node *l = arena_all.head; l; l = l->next) {
+        heap_segment *seg = list_entry(l, heap_segment, all_link);
+        uint64_t inpage = ~seg->free_mask & ~1ULL;
+        while (inpage) {
+            unsigned i = (unsigned)__builtin_ctzll(inpage);
+            heap_page *pg = seg->map[i];
+            if (!pg || pg != &seg->pages[i]) { /* in transit to the OS */
+                inpage &= inpage - 1;
+                continue;
+            }
+            inpage &= ~run_bits(i, pg->slices);
+            if (pg->kind != HEAP_PAGE_BITMAP || !LOAD(&pg->dirty, RELAXED))
+                continue;
+            uint32_t age = now - LOAD(&pg->since_ms, RELAXED);
+            if (age < decay_ms) {
+                long wait = (long)(decay_ms - age);
+                if (*next < 0 || wait < *next)
+                    *next = wait;
+                continue;
+            }
+            if (n == max) {
+                *next = 0;
+                return n;
+            }
+            uint64_t b = LOAD(&pg->bits, RELAXED);
+            if (b & HEAP_BM_PURGING) /* another caller has it */
+                continue;
+            if (XCHG(&pg->dirty, 0, RELAXED))
+                FETCH_SUB(&mote__heap_bm_dirty, 1, RELAXED);
+            uint32_t allocs = LOAD(&pg->allocs, RELAXED);
+            if (allocs != pg->purge_allocs) /* released blocks were reused */
+                pg->purged &= HEAP_BM_TAIL;
+            for (;;) {
+                uint64_t want = b & bm_all(pg) & ~pg->purged;
+                uint64_t tail = pg->purged & HEAP_BM_TAIL ? 0 : HEAP_BM_TAIL;
+                if (!want && !tail)
+                    break;
+                if (CAS(&pg->bits, &b, (b & ~want) | HEAP_BM_PURGING, ACQUIRE)) {
+                    out[n++] = (bm_claim){pg, want | tail, allocs};
+                    break;
+                }
+            }
+        }
+    }
+    return n;
+}
+
+/* Ranges to release, batched into as few system calls as the kernel takes. */
+typedef struct bm_ranges {
+    struct iovec v[64];
+    int n;
+    uint64_t bytes, calls;
+} bm_ranges;
+
+static void bm_ranges_flush(bm_ranges *r)
+{
+    if (r->n)
+        mote__os_decommit_batch(r->v, (size_t)r->n);
+    r->n = 0;
+}
+
+/* Adds the whole OS pages inside [lo, hi). */
+static void bm_ranges_add(bm_ranges *r, uintptr_t lo, uintptr_t hi)
+{
+    lo = (lo + HEAP_OS_PAGE - 1) & ~(HEAP_OS_PAGE - 1);
+    hi &= ~(HEAP_OS_PAGE - 1);
+    if (lo >= hi)
+        return;
+    if (r->n == (int)(sizeof r->v / sizeof r->v[0]))
+        bm_ranges_flush(r);
+    r->v[r->n++] = (struct iovec){(void *)lo, hi - lo};
+    r->bytes += hi - lo;
+    r->calls++;
+}
+
+/* No lock.  Releases the whole OS pages inside each claim's runs of free
+ * blocks (a run ending at the last block takes the page's unused tail with
+ * it, if that was not released yet); returns the bytes released. */
+static uint64_t bm_release(const bm_claim *c, int n, uint64_t *calls)
+{
+    bm_ranges r = {.n = 0};
+    for (int k = 0; k < n; k++) {
+        heap_page *pg = c[k].pg;
+        uint64_t m = c[k].mask & bm_all(pg);
+        uintptr_t base = (uintptr_t)pg->start, bs = pg->bsize;
+        uintptr_t tail = base + (uintptr_t)pg->reserved * bs;
+        uintptr_t end = base + ((uintptr_t)pg->slices << HEAP_SLICE_SHIFT);
+        bool do_tail = (c[k].mask & HEAP_BM_TAIL) != 0;
+        while (m) {
+            unsigned i = (unsigned)__builtin_ctzll(m);
+            unsigned len = (unsigned)__builtin_ctzll(~(m >> i));
+            m &= ~run_bits(i, len);
+            uintptr_t hi = base + (i + len) * bs;
+            if (hi == tail && do_tail) {
+                hi = end;
+                do_tail = false;
+            }
+            bm_ranges_add(&r, base + i * bs, hi);
+        }
+        if (do_tail)
+            bm_ranges_add(&r, tail, end);
+    }
+    bm_ranges_flush(&r);
+    *calls = r.calls;
+    return r.bytes;
+}
+
+/* Lock held.  Puts the claimed blocks back and records them released. */
+static void bm_unclaim(const bm_claim *c, int n)
+{
+    for (int k = 0; k < n; k++) {
+        heap_page *pg = c[k].pg;
+        uint64_t give = c[k].mask & bm_all(pg);
+        uint64_t b = LOAD(&pg->bits, RELAXED);
+        mote__assert(b & HEAP_BM_PURGING);
+        mote__assert(!(b & give));
+        while (!CAS_WEAK(&pg->bits, &b, (b | give) & ~HEAP_BM_PURGING, RELEASE))
+            ;
+        pg->purged |= c[k].mask;
+        pg->purge_allocs = c[k].allocs;
+    }
+}
+
+long mote__arena_scavenge(uint32_t decay_ms)
 {
     enum { BATCH = 64 };
     heap_segment *segs[BATCH];
@@ -354,10 +747,23 @@ long mote__arena_scavenge(uint32_t decay_ms, bool may_idle)
     int nb = 0;
     long next = -1;
     bool more = false;
+    cache_drop d = {.n = 0};
+    bm_claim claims[BATCH];
+    int nc = 0;
 
     heap_lock_acquire(&mote__heap_arena_lock);
-    uint64_t gen0 = mote__scavenger_gen;
     uint32_t now = mote__os_coarse_ms();
+    /* Cached blocks older than the decay period leave the cache first: the
+     * large runs among them are then due free slices, released below. */
+    heap_page *old;
+    while ((old = cache_entry(arena_cache.tail))) {
+        uint32_t age = now - old->cached_ms;
+        if (age < decay_ms) {
+            next = (long)(decay_ms - age);
+            break;
+        }
+        cache_evict(old, &d);
+    }
     for (heap_segment *seg = avail_first(); seg; seg = avail_next(seg)) {
         uint64_t m = seg->free_mask & seg->dirty_mask, rel = 0;
         while (m) {
@@ -382,9 +788,19 @@ long mote__arena_scavenge(uint32_t decay_ms, bool may_idle)
         segs[nb] = seg;
         masks[nb++] = rel;
     }
+    if (!more) {
+        long bm_next = -1;
+        nc = bm_claim_due(decay_ms, now, claims, BATCH, &bm_next);
+        if (bm_next == 0)
+            more = true;
+        else if (bm_next > 0 && (next < 0 || bm_next < next))
+            next = bm_next;
+    }
     arena_transit += nb;
     heap_lock_release(&mote__heap_arena_lock);
 
+    cache_drop_run(&d);
+    uint64_t purge_calls = 0, purged = nc ? bm_release(claims, nc, &purge_calls) : 0;
     uint64_t runs = 0;
     for (int k = 0; k < nb; k++) {
         uint64_t m = masks[k];
@@ -399,6 +815,9 @@ long mote__arena_scavenge(uint32_t decay_ms, bool may_idle)
     }
 
     heap_lock_acquire(&mote__heap_arena_lock);
+    bm_unclaim(claims, nc);
+    FETCH_ADD(&st_purged_total, purged, RELAXED);
+    FETCH_ADD(&st_purge_calls, purge_calls, RELAXED);
     arena_transit -= nb;
     for (int k = 0; k < nb; k++) {
         heap_segment *seg = segs[k];
@@ -412,12 +831,6 @@ long mote__arena_scavenge(uint32_t decay_ms, bool may_idle)
             segment_unmap(seg);
     }
     FETCH_ADD(&st_decommits, runs, RELAXED);
-    if (!more && next < 0 && may_idle) {
-        if (mote__scavenger_gen == gen0)
-            mote__scavenger_idle = 1; /* the next freed slice wakes us */
-        else
-            next = decay_ms;
-    }
     heap_lock_release(&mote__heap_arena_lock);
     return more ? 0 : next;
 }
@@ -433,7 +846,7 @@ void mote__arena_small_usage(heap_small_usage *u)
             unsigned i = (unsigned)__builtin_ctzll(inpage);
             heap_page *pg = seg->map[i];
             if (pg && pg == &seg->pages[i]) {
-                if (pg->kind == HEAP_PAGE_SMALL) {
+                if (pg->kind == HEAP_PAGE_SMALL || pg->kind == HEAP_PAGE_BITMAP) {
                     uint32_t n = page_used(pg);
                     u->blocks[pg->cls] += n;
                     u->bytes[pg->cls] += (uint64_t)n * pg->bsize;
@@ -458,6 +871,12 @@ void mote__arena_stats(heap_arena_stats *st)
     st->huge_count = LOAD(&st_huge_count, RELAXED);
     st->decommits = LOAD(&st_decommits, RELAXED);
     st->released_total = LOAD(&st_released_total, RELAXED);
+    st->cache_bytes = LOAD(&st_cache_bytes, RELAXED);
+    st->cache_count = LOAD(&cache_count, RELAXED);
+    st->cache_hits = LOAD(&st_cache_hits, RELAXED);
+    st->cache_misses = LOAD(&st_cache_misses, RELAXED);
+    st->purged_total = LOAD(&st_purged_total, RELAXED);
+    st->purge_calls = LOAD(&st_purge_calls, RELAXED);
 }
 
 void mote__arena_fork_prepare(void)

@@ -16,11 +16,12 @@
  *   p & ~(4 MiB - 1); the page is seg->map[(p >> 16) & 63].
  *
  * Ownership rules (the invariants every file relies on):
- *   - page fields above "remote-visible" are touched only by the owner: the
- *     thread whose cache holds the page, or whoever holds the pool lock for
- *     a dead cache, or the arena lock for large pages.
- *   - page->tfree is the only field other threads write: a lock-free stack
- *     of blocks freed by non-owners, with a 2-bit state in its low bits.
+ *   - page fields are touched only by the owner: the thread whose cache
+ *     holds the page, or whoever holds the pool lock for a dead cache, or
+ *     the arena lock for large pages.  Nobody else writes a small page:
+ *     a block freed by another thread travels to the owning cache's inbox
+ *     (batched in the freeing thread's cache first), and the owner puts it
+ *     back on its page;
  *   - segment fields (masks, map, since) change only under the arena lock.
  */
 #ifndef MOTE_HEAP_INTERNAL_H
@@ -59,15 +60,23 @@
 #define HEAP_CARVE_BYTES 4096UL
 
 enum { HEAP_SEG_SMALL = 1, HEAP_SEG_HUGE = 2 };
-enum { HEAP_PAGE_FREE = 0, HEAP_PAGE_SMALL = 1, HEAP_PAGE_LARGE = 2, HEAP_PAGE_HUGE = 3 };
-/* States in the low bits of page->tfree. */
 enum {
-    HEAP_TF_NORMAL = 0,   /* page is in its cache's class queue */
-    HEAP_TF_FULL = 1,     /* page left the queue; the next remote free notifies */
-    HEAP_TF_NOTIFIED = 2, /* a remote free pushed the page on cache->remote */
+    HEAP_PAGE_FREE = 0,
+    HEAP_PAGE_SMALL = 1,  /* blocks on an intrusive free list (classes <= 4 KiB) */
+    HEAP_PAGE_LARGE = 2,  /* one block, a slice run */
+    HEAP_PAGE_HUGE = 3,   /* one block, its own mapping */
+    HEAP_PAGE_BITMAP = 4, /* blocks in a bitmap (classes > 4 KiB), see below */
 };
-#define HEAP_TF_STATE 3UL
-
+/* Classes from this one up (5 KiB..128 KiB) use bitmap pages: the free set
+ * is an atomic word (bit i: block i is free), so the scavenger can claim
+ * free blocks and give their whole OS pages back while the page still has
+ * live blocks, without the owner.  Their malloc and free take the slow path
+ * (the class's cur[] is always the empty page; the page's owner field is
+ * tagged so the free fast path never matches). */
+#define HEAP_BITMAP_CLS   29
+#define HEAP_BM_PURGING   (1ULL << 63) /* the scavenger holds claimed bits */
+#define HEAP_BM_MAXBLOCKS 62           /* blocks per bitmap page, at most */
+#define HEAP_BM_TAIL      (1ULL << 62) /* in purged: the page's tail is released */
 typedef struct heap_block {
     struct heap_block *next;
     uintptr_t cookie; /* (address ^ mote__heap_key) while free: double-free check */
@@ -76,38 +85,56 @@ typedef struct heap_block {
 struct heap_tcache;
 
 /* 128-byte aligned: descriptors of pages owned by different threads sit
- * side by side in a segment header and must not share cache lines.  Fields
- * are "owner-only" unless marked: see the file comment. */
+ * side by side in a segment header and must not share cache lines.  Two
+ * lines: the first is read by everyone and written only when the page is
+ * set up (a free from another thread reads it: owner, geometry), the second
+ * holds what the owner writes on every malloc and free.  Kept apart, a
+ * producer's mallocs do not pull the line a consumer's frees read from
+ * under it (xthread on two cores).  Fields are "owner-only" unless marked:
+ * see the file comment. */
 typedef struct __attribute__((aligned(128))) heap_page {
-    /* ---- first cache line: everything the fast paths touch ---- */
-    heap_block *free;          /* blocks ready to hand out (owner) */
-    uint32_t used;             /* blocks out (includes remote frees not collected);
-                              written by the owner only, without RMW: use
-                              page_used*() so metrics may read it */
-    uint32_t bsize;            /* block size (small pages) */
-    uint64_t div_magic;        /* ceil(2^40 / bsize): offset -> block index */
+    /* ---- first line: read-mostly ---- */
     uint8_t *start;            /* first byte of the run */
     struct heap_tcache *owner; /* set before the page's first block is handed
-                                  out; read by remote frees */
+                                  out; read by remote frees (bitmap pages:
+                                  tagged, see page_owner) */
+    uint64_t div_magic;        /* ceil(2^40 / bsize): offset -> block index */
+    uint64_t prof_info;        /* large/huge sampled by the profiler: bucket << 40 | size */
+    uint32_t bsize;            /* block size (small and bitmap pages) */
+    uint32_t reserved;         /* blocks that fit */
+    uint32_t slices;           /* length of the run */
     uint8_t cls;               /* size class, 0 for large/huge */
     uint8_t kind;              /* HEAP_PAGE_* */
-    uint8_t in_full;           /* 1 while out of its class queue (owner) */
     uint8_t zeroed;            /* large/huge: the block is known to be zero */
-    uint32_t slices;           /* length of the run */
-    uint32_t capacity;         /* blocks carved so far (owner) */
-    uint32_t reserved;         /* blocks that fit */
-    /* ---- second line: slow-path fields and the remote-free stack, which
-     * other threads write: kept off the owner's fast-path line ---- */
-    uint8_t *first;                /* large/huge: the block handed out */
-    size_t usable;                 /* large/huge: usable bytes from first */
-    list_node qlink;               /* class queue (owner) */
-    struct heap_page *remote_next; /* on owner->remote */
-    uintptr_t tfree;               /* remote-freed blocks | count | HEAP_TF_* */
+    uint8_t prof;              /* holds blocks sampled by the profiler (stats.c) */
+    uint32_t purge_allocs;     /* bitmap: allocs when purged was last right (arena lock) */
+    uint32_t cached_ms;        /* large/huge in the arena's cache: when freed */
+    /* ---- second line: written by the owner on every malloc and free ---- */
+    __attribute__((aligned(64))) heap_block *free; /* blocks ready to hand out */
+    uint32_t used;     /* blocks out (includes blocks freed by other threads not
+                          yet back in the owner's hands); written by the owner
+                          only, without RMW: use page_used*() so metrics may
+                          read it */
+    uint32_t capacity; /* blocks carved so far */
+    uint8_t in_full;   /* 1 while out of its class queue */
+    uint8_t dirty;     /* bitmap: free blocks may be resident (atomic) */
+    uint32_t allocs;   /* bitmap: blocks handed out, ever (atomic, owner) */
+    uint32_t since_ms; /* bitmap: last free into the page (atomic) */
+    union {
+        struct {
+            uint8_t *first; /* large/huge: the block handed out */
+            size_t usable;  /* large/huge: usable bytes from first */
+        };
+        struct {
+            uint64_t bits;   /* bitmap: free blocks | HEAP_BM_PURGING (atomic) */
+            uint64_t purged; /* bitmap: free blocks released (arena lock) */
+        };
+    };
+    list_node qlink; /* class queue (owner), or the arena's cache */
 } heap_page;
-_Static_assert(__builtin_offsetof(heap_page, reserved) < 64,
-               "fast-path fields fit one line");
-_Static_assert(__builtin_offsetof(heap_page, tfree) >= 64,
-               "tfree off the fast-path line");
+_Static_assert(__builtin_offsetof(heap_page, cached_ms) < 64, "read-mostly line");
+_Static_assert(__builtin_offsetof(heap_page, free) == 64, "owner line");
+_Static_assert(sizeof(heap_page) == 128, "a page descriptor is two lines");
 
 typedef struct heap_segment {
     uint64_t magic;
@@ -139,15 +166,65 @@ static inline heap_page *queue_next(const heap_page *pg)
     return pg->qlink.next ? list_entry(pg->qlink.next, heap_page, qlink) : NULL;
 }
 
+/* Blocks freed by one thread into another cache's pages travel in a
+ * message: a block of the freeing thread's own (512 bytes) holding their
+ * addresses, so the owner reads one array instead of a chain of blocks
+ * just written on another core.  The owner never reads the blocks; the
+ * message goes home as a plain block afterwards. */
+#define HEAP_RBUF_SLOTS 4
+#define HEAP_RBUF_MAX   62
+typedef struct heap_msg {
+    uintptr_t link; /* next inbox entry (tagged, see tcache.c) */
+    uint32_t n;
+    uint32_t pad_;
+    heap_block *blk[HEAP_RBUF_MAX];
+} heap_msg;
+_Static_assert(sizeof(heap_msg) == 512, "a message is one 512-byte block");
+
+/* The message being filled for one other cache (owner-only). */
+typedef struct heap_rbuf {
+    struct heap_tcache *to;
+    heap_msg *msg;
+} heap_rbuf;
+
 typedef struct heap_tcache {
-    heap_page *cur[HEAP_NCLS]; /* == queue[c].first, or &mote__heap_page_empty */
+    /* Bytes to allocate before the next sampled allocation (profiler,
+     * stats.c): counted down by malloc, INT64_MAX when profiling is off. */
+    int64_t sample_left;
+    heap_page *cur[HEAP_NCLS]; /* == a page of queue[c], or &mote__heap_page_empty */
     heap_queue queue[HEAP_NCLS];
-    heap_page *remote;             /* pages notified by remote frees */
-    int dead;                      /* 1 while in the pool (thread exited) */
-    struct heap_tcache *pool_next; /* pool of dead caches */
-    struct heap_tcache *all_next;  /* every cache ever made (immortal) */
+    heap_rbuf rbuf[HEAP_RBUF_SLOTS]; /* frees into other caches' pages, unsent */
+    uint32_t rbuf_n;                 /* blocks in rbuf */
+    uint32_t died_ms;                /* when the thread exited (pool lock) */
+    int keeps_empty;                 /* dead, with empty pages kept for a successor */
+    struct heap_tcache *pool_next;   /* pool of dead caches */
+    struct heap_tcache *all_next;    /* every cache ever made (immortal) */
     uint32_t id;
+    /* profiler (stats.c): sampled blocks come from the shadow cache, so
+     * their free misses the fast path; the shadow belongs to its main cache
+     * for life (shadow_of) */
+    struct heap_tcache *shadow, *shadow_of;
+    uint64_t prof_rng;  /* xorshift state for the sampling intervals */
+    uintptr_t stack_hi; /* top of this thread's stack (0: not known yet) */
+    uintptr_t stack_lo_;
+    int prof_busy;      /* inside the profiler: no sampling */
+    /* ---- written by other threads: on a line of their own ---- */
+    __attribute__((aligned(64))) uintptr_t inbox; /* messages and single blocks
+                                                     freed into our pages (push,
+                                                     take-all) */
+    int dead; /* 1 while in the pool (thread exited) */
 } heap_tcache;
+
+/* The cache a small or bitmap page belongs to (bitmap pages tag it). */
+static inline heap_tcache *page_owner(const heap_page *pg)
+{
+    return (heap_tcache *)((uintptr_t)pg->owner & ~(uintptr_t)1);
+}
+
+static inline uint64_t bm_all(const heap_page *pg)
+{
+    return (1ULL << pg->reserved) - 1;
+}
 
 static inline uint32_t page_used(const heap_page *pg) { return LOAD(&pg->used, RELAXED); }
 static inline void page_used_set(heap_page *pg, uint32_t v)
@@ -208,8 +285,10 @@ HEAP_COLD __attribute__((noreturn)) void mote__heap_invalid_free(const void *p,
 /* ---- the allocator's MOTE_* variables (read at init from option.h) ---- */
 typedef struct heap_config {
     uint32_t decay_ms;
-    uint64_t limit; /* 0: none */
-    int stats;      /* 0 none, 1 text, 2 json */
+    uint64_t limit;        /* 0: none */
+    int stats;             /* 0 none, 1 text, 2 json */
+    const char *prof_path; /* MOTE_HEAPPROFILE, NULL: profiler off */
+    uint64_t prof_rate;    /* MOTE_HEAPPROFILE_RATE */
 } heap_config;
 extern heap_config mote__heap_cfg;
 
@@ -225,14 +304,20 @@ static inline void heap_ensure_init(void)
 /* ---- arena.c: segments, slice runs, large and huge blocks ---- */
 extern heap_lock mote__heap_arena_lock;
 heap_page *mote__arena_page_alloc(uint32_t slices, bool *zero); /* arena lock held */
+heap_page *mote__arena_page_alloc_ex(uint32_t slices, bool *zero, bool clean_first);
 void mote__arena_page_free(heap_page *pg);                      /* arena lock held */
 void *mote__arena_large_alloc(size_t size, size_t align);
 void mote__arena_large_free(heap_page *pg);
 void *mote__arena_huge_alloc(size_t size, size_t align);
 void mote__arena_huge_free(heap_segment *seg, const void *p);
-/* Releases dirty free slices older than decay_ms; returns ms until the next
- * one is due, or -1 if none is waiting.  Takes the arena lock itself. */
-long mote__arena_scavenge(uint32_t decay_ms, bool may_idle);
+/* Large and huge blocks, once freed, wait in the arena's cache (the page
+ * descriptor keeps kind, first and usable; used is 0) for a request of their
+ * size, at most the decay period; a second free of one finds used == 0 (large)
+ * or no segment-map entry (huge) and aborts. */
+/* Releases cached big blocks and dirty free slices older than decay_ms;
+ * returns ms until the next one is due (0: call again, a batch was full),
+ * or -1 if none is waiting.  Takes the arena lock itself. */
+long mote__arena_scavenge(uint32_t decay_ms);
 int mote__arena_set_limit(uint64_t bytes);
 uint64_t mote__arena_committed(void);
 void mote__arena_fork_prepare(void);
@@ -246,7 +331,8 @@ typedef struct heap_small_usage {
 void mote__arena_small_usage(heap_small_usage *u);
 typedef struct heap_arena_stats {
     uint64_t mapped, released, large_inuse, huge_inuse, segments, huge_count, decommits,
-        released_total;
+        released_total, cache_bytes, cache_count, cache_hits, cache_misses, purged_total,
+        purge_calls;
 } heap_arena_stats;
 void mote__arena_stats(heap_arena_stats *st);
 
@@ -257,18 +343,36 @@ static inline heap_segment *heap_segment_of(const void *p)
 
 /* ---- page.c ---- */
 void mote__page_init_small(heap_page *pg, heap_tcache *owner, unsigned cls);
+void mote__page_init_bitmap(heap_page *pg, heap_tcache *owner, unsigned cls, bool zero);
 void mote__page_extend(heap_page *pg);
-void mote__page_collect(heap_page *pg);
-bool mote__page_try_mark_full(heap_page *pg);
-void mote__page_set_normal(heap_page *pg, uintptr_t from_state);
-void mote__page_free_remote(heap_page *pg, heap_block *b);
+/* Bitmap pages whose free blocks may be resident (dirty set): the scavenger
+ * looks at them only when this is not 0. */
+extern uint64_t mote__heap_bm_dirty;
+/* The owner returned a block of a bitmap page: stamps it and lets the
+ * scavenger know the first time since its last look. */
+void mote__page_bm_note_free(heap_page *pg);
 
 /* ---- tcache.c ---- */
-/* n: the request, to find its class when cls is 0 (before init). */
-void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n);
+/* n: the request, to find its class when cls is 0 (before init).  Called
+ * from the public entry points, tail-called (tail: our return address is
+ * the allocating code) or not (our caller is the entry point's frame): the
+ * profiler's stack walk starts there. */
+void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n, bool tail);
+/* A block of class cls from cache h, never sampled (the profiler's shadow
+ * caches and the messages of remote frees). */
+void *mote__tcache_alloc_in(heap_tcache *h, unsigned cls);
+/* h's shadow cache, made on first use; NULL when out of memory. */
+heap_tcache *mote__tcache_shadow(heap_tcache *h);
 void mote__tcache_page_freed(heap_tcache *h, heap_page *pg);
+/* Any thread frees p, a block of bitmap page pg. */
+void mote__tcache_free_bitmap(heap_page *pg, void *p);
+/* A thread frees b (cookie set) of pg, whose owner is another cache. */
+void mote__tcache_free_remote(heap_page *pg, heap_block *b);
 void mote__tcache_release_own(void);
-void mote__tcache_collect_dead(void);
+/* Dead caches: takes their inboxes in and frees their empty pages (all of
+ * them when force, else those of caches dead for decay_ms); returns ms
+ * until the next dead cache's kept pages are due, or -1.  Pool lock. */
+long mote__tcache_collect_dead(bool force, uint32_t decay_ms);
 void mote__tcache_init_once(void);
 void mote__tcache_fork_prepare(void);
 void mote__tcache_fork_parent(void);
@@ -277,24 +381,33 @@ heap_tcache *mote__tcache_all(void);
 
 /* ---- scavenger.c ---- */
 void mote__scavenger_ensure(void);
+/* A dead cache got blocks in its inbox, or kept pages at its thread's exit. */
 void mote__scavenger_kick(void);
-/* Under the arena lock: bumped when dirty free slices appear; idle is 1
- * while the scavenger sleeps with nothing due. */
-extern uint64_t mote__scavenger_gen;
-extern int mote__scavenger_idle;
-void mote__scavenger_note_dirty(void); /* arena lock held */
+/* Dirty free slices or cached blocks appeared (any thread, any lock). */
+void mote__scavenger_note_dirty(void);
 void mote__scavenger_fork_child(void);
 
 /* ---- api.c ---- */
-void *mote__heap_malloc(size_t n);
-void mote__heap_free(void *p);
-void *mote__heap_calloc(size_t n, size_t size);
-void *mote__heap_realloc(void *p, size_t n);
-void *mote__heap_memalign(size_t align, size_t n);
-size_t mote__heap_usable_size(const void *p);
 void mote__heap_release_all(void);
 
-/* ---- stats.c ---- */
+/* ---- stats.c: statistics and the sampling heap profiler ---- */
 void mote__stats_print_at_exit(void);
+extern int mote__prof_on; /* MOTE_HEAPPROFILE is set */
+void mote__prof_init(void);
+/* A new cache's first sampling interval (INT64_MAX when off). */
+void mote__prof_cache_init(heap_tcache *h);
+/* h's countdown fell below 0 on a small allocation of n bytes in class cls
+ * (any thread with a cache): a sampled block, or NULL to take the normal
+ * path.  entry_fp: the frame of the public entry point (its return address
+ * is the allocating code). */
+void *mote__prof_alloc_small(heap_tcache *h, unsigned cls, size_t n, void *entry_fp);
+/* Records a large or huge block just allocated (pg its page) as sampled. */
+void mote__prof_note_big(heap_tcache *h, heap_page *pg, size_t n, void *entry_fp);
+/* A sampled block is being freed (pg->prof is set). */
+void mote__prof_free(heap_page *pg, const void *p);
+/* Usable bytes of a block of a page that holds sampled blocks. */
+size_t mote__prof_usable(const heap_page *pg);
+void mote__prof_write_at_exit(void);
+int mote__prof_write(int fd);
 
 #endif

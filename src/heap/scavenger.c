@@ -1,48 +1,52 @@
 /*
  * scavenger.c - the background thread that gives memory back to the OS.
- * Started lazily, the first time a page goes back to the arena.  It wakes
- * when the oldest dirty free slice reaches the decay period
- * (MOTE_MALLOC_DECAY_MS), releases everything that old with MADV_DONTNEED
- * and sleeps again on a futex.  With nothing dirty it sleeps without a
- * timeout (mote__scavenger_idle) until mote__arena_page_free() wakes it: an idle
- * process costs 0% CPU.  It also empties the caches of exited threads when a
- * remote free lands in one (mote__scavenger_kick).  Its signals are blocked, so
- * it never runs a program's signal handler.
+ * Started lazily, the first time a page or a big block goes back to the
+ * arena.  Each round it takes in the inboxes of exited threads' caches and
+ * frees the empty pages they kept once dead for the decay period
+ * (tcache.c), then releases what the arena holds free for longer than the
+ * decay period (MOTE_MALLOC_DECAY_MS: cached big blocks, dirty free slices)
+ * with MADV_DONTNEED, and sleeps on a futex until the next of those is due.
+ * With nothing waiting it sleeps without a timeout (scav_idle) until a
+ * poke: an idle process costs 0% CPU.
+ *
+ * Pokes are cheap: an atomic increment of the futex word, and a wake only
+ * when the thread sleeps without a timeout; a thread that sleeps with one
+ * sees the work at its next round (at most the decay period later).  The
+ * thread's signals are blocked, so it never runs a program's signal handler.
  */
 
 #include "heap/internal.h"
 #include "os/os.h"
 
-uint64_t mote__scavenger_gen;     /* arena lock */
-int mote__scavenger_idle;         /* arena lock */
 static int scav_state;            /* 0 not started, 1 running or starting,
-                                  2 could not start: scavenge inline */
+                                     2 could not start: scavenge inline */
 static uint32_t scav_inline_last; /* ms, state 2 */
-static int scav_seq;              /* futex word: bumped to wake the thread */
-static int scav_dead;             /* dead caches have notified pages */
+static int scav_seq;              /* futex word: bumped by every poke */
+static int scav_idle;             /* 1 while sleeping with no timeout */
 
-static void scavenger_wake(void)
+/* Work appeared.  seq_cst with the thread's store of idle and load of seq:
+ * either it sees the new seq and goes round again, or we see idle and
+ * wake it. */
+static void scavenger_poke(void)
 {
-    FETCH_ADD(&scav_seq, 1, RELEASE);
-    mote__os_futex_wake(&scav_seq, 1);
+    FETCH_ADD(&scav_seq, 1, SEQ_CST);
+    if (LOAD(&scav_idle, SEQ_CST))
+        mote__os_futex_wake(&scav_seq, 1);
 }
 
-void mote__scavenger_note_dirty(void)
-{
-    mote__scavenger_gen++;
-    if (mote__scavenger_idle) {
-        mote__scavenger_idle = 0;
-        scavenger_wake();
-    }
-}
+void mote__scavenger_note_dirty(void) { scavenger_poke(); }
 
 void mote__scavenger_kick(void)
 {
-    STORE(&scav_dead, 1, SEQ_CST);
     if (LOAD(&scav_state, ACQUIRE) == 1)
-        scavenger_wake();
+        scavenger_poke();
     else
         mote__scavenger_ensure();
+}
+
+static inline long min_wait(long a, long b)
+{
+    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
 }
 
 static void *scavenger_main(void *arg)
@@ -50,16 +54,21 @@ static void *scavenger_main(void *arg)
     (void)arg;
     mote__os_thread_name("mote-scavenger");
     for (;;) {
-        int seq = LOAD(&scav_seq, ACQUIRE);
-        if (XCHG(&scav_dead, 0, SEQ_CST))
-            mote__tcache_collect_dead();
-        long next = mote__arena_scavenge(mote__heap_cfg.decay_ms, true);
+        int seq = LOAD(&scav_seq, SEQ_CST);
+        uint32_t decay = mote__heap_cfg.decay_ms;
+        long next = mote__tcache_collect_dead(false, decay);
+        next = min_wait(next, mote__arena_scavenge(decay));
         if (next == 0)
             continue;
-        /* Sleep at least 10 ms: releases are batched, not one slice each. */
-        if (next > 0 && next < 10)
-            next = 10;
-        mote__os_futex_wait(&scav_seq, seq, next < 0 ? -1 : next * 1000000);
+        if (next > 0) {
+            /* At least 10 ms: releases are batched, not one slice each. */
+            mote__os_futex_wait(&scav_seq, seq, (next < 10 ? 10 : next) * 1000000);
+            continue;
+        }
+        STORE(&scav_idle, 1, SEQ_CST);
+        if (LOAD(&scav_seq, SEQ_CST) == seq)
+            mote__os_futex_wait(&scav_seq, seq, -1);
+        STORE(&scav_idle, 0, SEQ_CST);
     }
     return NULL;
 }
@@ -72,9 +81,8 @@ static void scavenger_inline(void)
     uint32_t period = mote__heap_cfg.decay_ms > 10 ? mote__heap_cfg.decay_ms / 2 : 5;
     if (now - last < period || !CAS(&scav_inline_last, &last, now, RELAXED))
         return;
-    if (XCHG(&scav_dead, 0, SEQ_CST))
-        mote__tcache_collect_dead();
-    mote__arena_scavenge(mote__heap_cfg.decay_ms, false);
+    mote__tcache_collect_dead(false, mote__heap_cfg.decay_ms);
+    mote__arena_scavenge(mote__heap_cfg.decay_ms);
 }
 
 void mote__scavenger_ensure(void)
@@ -113,5 +121,5 @@ void mote__scavenger_fork_child(void)
 #ifndef SCAV_TSAN
     STORE(&scav_state, 0, RELAXED);
 #endif
-    mote__scavenger_idle = 0;
+    STORE(&scav_idle, 0, RELAXED);
 }

@@ -6,6 +6,8 @@
  * sizeclass_of() (internal.h) maps a request to its class without a table.
  * Each class has a page length in slices: one 64 KiB slice up to 8 KiB
  * blocks, else enough slices for 8 blocks, so tail waste stays below 1/8.
+ * Classes above 4 KiB (HEAP_BITMAP_CLS up) live in bitmap pages (at most
+ * 12 blocks a page here, within HEAP_BM_MAXBLOCKS).
  */
 #include "heap/internal.h"
 
@@ -24,6 +26,7 @@ void mote__sizeclass_init(void)
     for (uint32_t base = 128; base < HEAP_SMALL_MAX; base *= 2)
         for (uint32_t j = 1; j <= 4; j++)
             mote__sizeclass_size[c++] = base + j * (base / 4);
+    mote__assert(mote__sizeclass_size[HEAP_BITMAP_CLS - 1] == 4096);
     for (size_t i = 0; i <= HEAP_CLS_TABLE_MAX / 16; i++)
         mote__sizeclass_table[i] = (uint8_t)sizeclass_of_slow(i * 16);
     for (c = 1; c < HEAP_NCLS; c++) {

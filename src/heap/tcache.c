@@ -1,22 +1,37 @@
 /*
  * tcache.c - per-thread caches ("heaps" in mimalloc's words): for each size
  * class a queue of pages the thread allocates from; the slow paths of
- * malloc and free; thread exit; the pool of dead caches.
+ * malloc and free; blocks freed by other threads coming home; thread exit
+ * and the pool of dead caches that new threads adopt.
  *
  * Invariants:
- *   - a live cache is touched only by its thread, except cache->remote
- *     (lock-free stack of notified pages) and the relaxed counters;
- *   - cur[c] is a page in queue[c] (the one a local free last went to, or
- *     the first), or &mote__heap_page_empty when the queue is empty, so the fast
- *     path needs no NULL test; the static mote__heap_tcache_empty has
- *     every cur[c] at &mote__heap_page_empty and sends each thread to the slow
- *     path on its first malloc;
- *   - caches are never freed: a thread's cache goes to the pool when the
- *     thread exits (pthread key destructor) and a new thread adopts it.  So
- *     a remote free may always dereference page->owner;
- *   - a dead cache has no queued page: every page it still holds is FULL or
- *     NOTIFIED, so the first remote free into it notifies and kicks the
- *     scavenger, which empties it under the pool lock (no polling).
+ *   - a live cache is touched only by its thread, except `inbox` (other
+ *     threads push lists of blocks with one CAS, the owner takes them all
+ *     with one exchange: no ABA) and `dead`;
+ *   - cur[c] is a page of queue[c] (the one a local free last went to, or
+ *     the first), or &mote__heap_page_empty when the queue is empty, so the
+ *     fast path needs no NULL test; the static mote__heap_tcache_empty has
+ *     every cur[c] at &mote__heap_page_empty and sends each thread to the
+ *     slow path on its first malloc;
+ *   - a small page is in its class queue, or out of it with in_full = 1
+ *     (it had no free block and no room to carve when it left); it comes
+ *     back when one of its blocks does;
+ *   - a block freed by a thread other than its page's owner is, until the
+ *     owner takes it back, either in the freeing thread's rbuf (at most
+ *     HEAP_RBUF_MAX per slot; sent when a slot fills or is needed for
+ *     another cache, on that thread's next malloc slow path, at its exit and
+ *     on mote_mem_release) or in the owner's inbox.  Its page's used count
+ *     still counts it, so a page never goes back to the arena with a block
+ *     in flight, and the page never changes owner: no free can reach the
+ *     wrong cache;
+ *   - caches are never freed: at thread exit a cache sends its rbuf, takes
+ *     its inbox in, frees its empty pages except one per one-slice class and
+ *     keeps every other page in its queues; it goes to the pool, and the next
+ *     new thread adopts it with those pages (LIFO: the warmest first), so a
+ *     successor allocates into its predecessor's partly used pages.  While
+ *     dead, the scavenger (pool lock) takes its inbox in and frees its kept
+ *     empty pages once it has been dead for the decay period.  So a remote
+ *     free may always dereference page->owner.
  * Lock order: pool lock, then arena lock.
  */
 #include <errno.h>
@@ -47,13 +62,17 @@ heap_tcache *mote__tcache_all(void) { return LOAD(&all_caches, ACQUIRE); }
 static inline void queue_sync_cur(heap_tcache *h, unsigned c)
 {
     heap_page *first = queue_first(&h->queue[c]);
-    h->cur[c] = first ? first : &mote__heap_page_empty;
+    /* bitmap classes never take the fast path */
+    h->cur[c] = first && c < HEAP_BITMAP_CLS ? first : &mote__heap_page_empty;
 }
 
 static void queue_remove(heap_tcache *h, heap_page *pg)
 {
+    mote__assert(!pg->in_full && page_owner(pg) == h);
+    mote__assert_expensive(list_contains(&h->queue[pg->cls], &pg->qlink));
     list_remove(&h->queue[pg->cls], &pg->qlink);
-    queue_sync_cur(h, pg->cls);
+    if (h->cur[pg->cls] == pg || !h->queue[pg->cls].head)
+        queue_sync_cur(h, pg->cls);
 }
 
 static void queue_push_front(heap_tcache *h, heap_page *pg)
@@ -62,10 +81,301 @@ static void queue_push_front(heap_tcache *h, heap_page *pg)
     queue_sync_cur(h, pg->cls);
 }
 
-static void queue_push_back(heap_tcache *h, heap_page *pg)
+/* A parked page that got a block back rejoins its queue: in front when it
+ * lies below the first page, else at the back.  Roughly address-ordered
+ * queues keep a class on the same few pages from one burst to the next
+ * (the others stay untouched, or empty and free to go). */
+static void queue_return(heap_tcache *h, heap_page *pg)
 {
+    heap_page *first = queue_first(&h->queue[pg->cls]);
+    if (first && pg->start < first->start) {
+        list_push_front(&h->queue[pg->cls], &pg->qlink);
+        queue_sync_cur(h, pg->cls);
+        return;
+    }
     list_push_back(&h->queue[pg->cls], &pg->qlink);
-    queue_sync_cur(h, pg->cls);
+    if (h->cur[pg->cls] == &mote__heap_page_empty)
+        queue_sync_cur(h, pg->cls);
+}
+
+/* Whole-structure check (MOTE_DEBUG=2): every queued page is ours, not
+ * parked, and cur[c] is in queue[c]. */
+__attribute__((unused)) static bool tcache_valid(heap_tcache *h)
+{
+    for (unsigned c = 1; c < HEAP_NCLS; c++) {
+        if (!list_valid(&h->queue[c]))
+            return false;
+        bool bm = c >= HEAP_BITMAP_CLS;
+        bool cur_found = h->cur[c] == &mote__heap_page_empty && (bm || !h->queue[c].head);
+        for (heap_page *pg = queue_first(&h->queue[c]); pg; pg = queue_next(pg)) {
+            if (page_owner(pg) != h || pg->cls != c || pg->in_full ||
+                pg->kind != (bm ? HEAP_PAGE_BITMAP : HEAP_PAGE_SMALL) ||
+                (bm && pg->owner == h))
+                return false;
+            if (bm && page_used(pg) != pg->reserved -
+                                          (uint32_t)__builtin_popcountll(
+                                              LOAD(&pg->bits, RELAXED) & bm_all(pg)) &&
+                !(LOAD(&pg->bits, RELAXED) & HEAP_BM_PURGING))
+                return false;
+            cur_found |= pg == h->cur[c];
+        }
+        if (!cur_found)
+            return false;
+    }
+    return true;
+}
+
+/* ---- pages back to the arena ---- */
+
+static void pages_to_arena(list *l)
+{
+    if (list_empty(l))
+        return;
+    heap_lock_acquire(&mote__heap_arena_lock);
+    list_node *n;
+    while ((n = list_pop_front(l)))
+        mote__arena_page_free(list_entry(n, heap_page, qlink));
+    heap_lock_release(&mote__heap_arena_lock);
+    mote__scavenger_ensure();
+}
+
+/* An empty page of a one-slice class stays with its cache while the class
+ * has at most two pages: a thread that frees its last block often allocates
+ * the next one at once, and a class that needs a second page now and then
+ * would otherwise take a new one each time (from slices another class may
+ * have made resident: RSS grows with each round).  So at most two empty
+ * pages per class stay with a thread.  Bitmap pages of any length may stay:
+ * the scavenger releases their free blocks anyway. */
+static inline bool page_stays_empty(heap_tcache *h, heap_page *pg)
+{
+    heap_queue *q = &h->queue[pg->cls];
+    return (pg->slices == 1 || pg->kind == HEAP_PAGE_BITMAP) &&
+           (q->head == q->tail || q->head->next == q->tail);
+}
+
+/* An empty bitmap page leaves only once its bitmap is taken whole, so no
+ * block of it can be claimed any more; false while the scavenger holds
+ * some of its blocks (it stays, and goes at a later look). */
+static bool bm_retire(heap_page *pg)
+{
+    uint64_t all = bm_all(pg);
+    if (!CAS(&pg->bits, &all, 0, ACQUIRE))
+        return false;
+    if (XCHG(&pg->dirty, 0, RELAXED))
+        FETCH_SUB(&mote__heap_bm_dirty, 1, RELAXED);
+    return true;
+}
+
+static inline unsigned block_index(const heap_page *pg, const void *p)
+{
+    uint64_t off = (uintptr_t)p - (uintptr_t)pg->start;
+    return (unsigned)((off * pg->div_magic) >> 40);
+}
+
+/* Block p of bitmap page pg, owned by h, is back. */
+static void bm_return(heap_tcache *h, heap_page *pg, void *p, list *to_free)
+{
+    uint64_t bit = 1ULL << block_index(pg, p);
+    uint64_t old = FETCH_OR(&pg->bits, bit, RELEASE);
+    if (old & bit)
+        mote__heap_invalid_free(p, "free");
+    uint32_t u = page_used_add(pg, -1);
+    mote__page_bm_note_free(pg);
+    if (pg->in_full) {
+        pg->in_full = 0;
+        queue_return(h, pg);
+    }
+    if (u == 0 && !page_stays_empty(h, pg) && bm_retire(pg)) {
+        queue_remove(h, pg);
+        list_push_back(to_free, &pg->qlink);
+    }
+}
+
+/* A block of pg, owned by h, is back (cookie already set): on its page's
+ * list; a parked page goes back in its queue; an empty one may leave. */
+static inline void page_take_block(heap_tcache *h, heap_page *pg, heap_block *b,
+                                   list *to_free)
+{
+    mote__assert(page_owner(pg) == h && page_used(pg) > 0);
+    if (pg->kind == HEAP_PAGE_BITMAP) {
+        b->cookie = 0; /* malloc never writes a bitmap block */
+        bm_return(h, pg, b, to_free);
+        return;
+    }
+    mote__assert(pg->kind == HEAP_PAGE_SMALL);
+    b->next = pg->free;
+    pg->free = b;
+    uint32_t u = page_used_add(pg, -1);
+    if (pg->in_full) {
+        pg->in_full = 0;
+        queue_return(h, pg);
+    }
+    if (u == 0 && !page_stays_empty(h, pg)) {
+        queue_remove(h, pg);
+        list_push_back(to_free, &pg->qlink);
+    }
+}
+
+/* ---- blocks freed by other threads ----
+ *
+ * An inbox entry is a message (its address | 1: link in msg->link) or a
+ * single block (its address: link in block->next), for a free that could
+ * not get a message block and for messages going home.  Entries are pushed
+ * with one CAS and taken all at once with one exchange. */
+
+#define INBOX_MSG 1u
+
+static void inbox_push(heap_tcache *to, uintptr_t e, uintptr_t *link)
+{
+    uintptr_t old = LOAD(&to->inbox, RELAXED);
+    do {
+        *link = old;
+    } while (!CAS_WEAK(&to->inbox, &old, e, SEQ_CST));
+    /* The exiting owner sets dead before its last look at the inbox, and
+     * looks again once in the pool: it or we see the other (seq_cst). */
+    if (!old && LOAD(&to->dead, SEQ_CST))
+        mote__scavenger_kick();
+}
+
+static void inbox_push_block(heap_tcache *to, heap_block *b)
+{
+    inbox_push(to, (uintptr_t)b, (uintptr_t *)&b->next);
+}
+
+static void rbuf_send(heap_tcache *h, heap_rbuf *r)
+{
+    heap_msg *m = r->msg;
+    mote__assert(m && m->n && r->to && r->to != h);
+    h->rbuf_n -= m->n;
+    r->msg = NULL;
+    inbox_push(r->to, (uintptr_t)m | INBOX_MSG, &m->link);
+}
+
+static void rbuf_send_all(heap_tcache *h)
+{
+    for (unsigned i = 0; i < HEAP_RBUF_SLOTS && h->rbuf_n; i++)
+        if (h->rbuf[i].msg)
+            rbuf_send(h, &h->rbuf[i]);
+    mote__assert(h->rbuf_n == 0);
+}
+
+/* A message block, from h's secondary cache (the profiler's shadow): its
+ * own pages, so messages, which live a different life from the program's
+ * blocks, do not fragment the pages of the 512-byte class.  Never sampled.
+ * From h itself when the secondary cache cannot be made. */
+static heap_msg *msg_alloc(heap_tcache *h)
+{
+    unsigned msg_cls = sizeclass_of(sizeof(heap_msg));
+    heap_tcache *s = mote__tcache_shadow(h);
+    if (s)
+        h = s;
+    heap_page *pg = h->cur[msg_cls];
+    heap_block *b = pg->free;
+    if (HEAP_UNLIKELY(!b))
+        return mote__tcache_alloc_in(h, msg_cls);
+    pg->free = b->next;
+    page_used_add(pg, 1);
+    b->cookie = 0;
+    return (heap_msg *)b;
+}
+
+static heap_tcache *tcache_acquire(void);
+
+void mote__tcache_free_remote(heap_page *pg, heap_block *b)
+{
+    heap_tcache *to = page_owner(pg);
+    heap_tcache *h = mote__heap_tls;
+    if (HEAP_UNLIKELY(h == &mote__heap_tcache_empty)) {
+        /* A thread that frees before it ever allocates gets a cache, to
+         * batch its frees like any other thread's. */
+        h = tcache_acquire();
+        if (!h) {
+            inbox_push_block(to, b);
+            return;
+        }
+    }
+    if (to == h || to->shadow_of == h) {
+        /* we adopted the block's own cache, or it is our profiler shadow */
+        list to_free = {0};
+        page_take_block(to, pg, b, &to_free);
+        pages_to_arena(&to_free);
+        return;
+    }
+    heap_rbuf *r = &h->rbuf[to->id & (HEAP_RBUF_SLOTS - 1)];
+    if (r->to != to) {
+        if (r->msg)
+            rbuf_send(h, r);
+        r->to = to;
+    }
+    heap_msg *m = r->msg;
+    if (!m) {
+        m = msg_alloc(h);
+        if (HEAP_UNLIKELY(!m)) { /* out of memory: send it alone */
+            inbox_push_block(to, b);
+            return;
+        }
+        /* msg_alloc may have sent this very slot (slow path) */
+        if (HEAP_UNLIKELY(r->msg || r->to != to)) {
+            if (r->msg)
+                rbuf_send(h, r);
+            r->to = to;
+        }
+        m->n = 0;
+        r->msg = m;
+    }
+    m->blk[m->n++] = b;
+    h->rbuf_n++;
+    if (m->n == HEAP_RBUF_MAX)
+        rbuf_send(h, r);
+}
+
+static inline heap_page *block_page(const void *b)
+{
+    heap_segment *seg = heap_segment_of(b);
+    return seg->map[((uintptr_t)b >> HEAP_SLICE_SHIFT) & (HEAP_SLICES - 1)];
+}
+
+/* Takes the inbox in (owner, or pool lock for a dead cache).  Messages are
+ * read as arrays; the blocks they name are only written.  Messages then
+ * go home: to h's own pages, or as a single block to their owner. */
+static void tcache_drain(heap_tcache *h)
+{
+    uintptr_t e = XCHG(&h->inbox, 0, ACQUIRE);
+    if (!e)
+        return;
+    list to_free = {0};
+    heap_block *home = NULL;
+    while (e) {
+        if (e & INBOX_MSG) {
+            heap_msg *m = (heap_msg *)(e & ~(uintptr_t)INBOX_MSG);
+            e = m->link;
+            uint32_t n = m->n;
+            mote__assert(n >= 1 && n <= HEAP_RBUF_MAX);
+            for (uint32_t i = 0; i < n; i++) {
+                heap_block *b = m->blk[i];
+                page_take_block(h, block_page(b), b, &to_free);
+            }
+            heap_block *mb = (heap_block *)m;
+            mb->next = home;
+            home = mb;
+        } else {
+            heap_block *b = (heap_block *)e;
+            e = (uintptr_t)b->next;
+            page_take_block(h, block_page(b), b, &to_free);
+        }
+    }
+    while (home) {
+        heap_block *mb = home;
+        home = mb->next;
+        heap_page *pg = block_page(mb);
+        mb->cookie = (uintptr_t)mb ^ mote__heap_key;
+        if (page_owner(pg) == h)
+            page_take_block(h, pg, mb, &to_free);
+        else
+            inbox_push_block(page_owner(pg), mb);
+    }
+    pages_to_arena(&to_free);
+    mote__assert_expensive(tcache_valid(h));
 }
 
 /* ---- acquiring and dropping a cache ---- */
@@ -77,6 +387,33 @@ void mote__tcache_init_once(void)
     tcache_key_ok = pthread_key_create(&tcache_key, tcache_thread_exit) == 0;
 }
 
+/* Pool lock held.  A new cache from the bump allocator (caches are never
+ * freed); NULL when out of memory.  Secondary caches (shadow) are not on
+ * the list of all caches: they are reached through their main cache. */
+static heap_tcache *tcache_new(bool listed)
+{
+    if (meta_end - meta_cur < (ptrdiff_t)sizeof(heap_tcache)) {
+        size_t chunk = 256 * 1024;
+        meta_cur = mote__os_map_aligned(chunk, HEAP_OS_PAGE, false);
+        if (!meta_cur) {
+            meta_end = NULL;
+            return NULL;
+        }
+        meta_end = meta_cur + chunk;
+    }
+    heap_tcache *h = (heap_tcache *)meta_cur;
+    meta_cur += (sizeof(heap_tcache) + 63) & ~(size_t)63;
+    for (unsigned c = 0; c < HEAP_NCLS; c++)
+        h->cur[c] = &mote__heap_page_empty;
+    h->sample_left = INT64_MAX;
+    h->id = ncaches++;
+    if (listed) {
+        h->all_next = LOAD(&all_caches, RELAXED);
+        STORE(&all_caches, h, RELEASE);
+    }
+    return h;
+}
+
 static heap_tcache *tcache_acquire(void)
 {
     heap_lock_acquire(&pool_lock);
@@ -84,27 +421,19 @@ static heap_tcache *tcache_acquire(void)
     if (h) {
         pool = h->pool_next;
         h->pool_next = NULL;
+        h->keeps_empty = 0;
     } else {
-        if (meta_end - meta_cur < (ptrdiff_t)sizeof(heap_tcache)) {
-            size_t chunk = 256 * 1024;
-            meta_cur = mote__os_map_aligned(chunk, HEAP_OS_PAGE, false);
-            if (!meta_cur) {
-                meta_end = NULL;
-                heap_lock_release(&pool_lock);
-                return NULL;
-            }
-            meta_end = meta_cur + chunk;
-        }
-        h = (heap_tcache *)meta_cur;
-        meta_cur += (sizeof(heap_tcache) + 63) & ~(size_t)63;
-        for (unsigned c = 0; c < HEAP_NCLS; c++)
-            h->cur[c] = &mote__heap_page_empty;
-        h->id = ncaches++;
-        h->all_next = LOAD(&all_caches, RELAXED);
-        STORE(&all_caches, h, RELEASE);
+        h = tcache_new(true);
     }
     heap_lock_release(&pool_lock);
+    if (!h)
+        return NULL;
     STORE(&h->dead, 0, SEQ_CST);
+    if (h->shadow)
+        STORE(&h->shadow->dead, 0, SEQ_CST);
+    h->stack_hi = 0;
+    h->prof_busy = 0;
+    mote__prof_cache_init(h);
     mote__heap_tls = h;
     /* Set after mote__heap_tls: pthread_setspecific may itself allocate. */
     if (tcache_key_ok)
@@ -112,60 +441,45 @@ static heap_tcache *tcache_acquire(void)
     return h;
 }
 
-/* Takes notified pages back into their queues (owner only). */
-static void tcache_drain_remote(heap_tcache *h)
+heap_tcache *mote__tcache_shadow(heap_tcache *h)
 {
-    heap_page *pg = XCHG(&h->remote, NULL, ACQUIRE);
-    while (pg) {
-        heap_page *next = pg->remote_next;
-        pg->remote_next = NULL;
-        mote__page_set_normal(pg, HEAP_TF_NOTIFIED);
-        if (pg->in_full) {
-            pg->in_full = 0;
-            queue_push_back(h, pg);
-        }
-        pg = next;
-    }
+    if (h->shadow)
+        return h->shadow;
+    heap_lock_acquire(&pool_lock);
+    heap_tcache *s = tcache_new(false);
+    heap_lock_release(&pool_lock);
+    if (!s)
+        return NULL;
+    s->shadow_of = h;
+    h->shadow = s;
+    return s;
 }
 
-static inline bool page_notified(heap_page *pg)
-{
-    return (LOAD(&pg->tfree, RELAXED) & HEAP_TF_STATE) == HEAP_TF_NOTIFIED;
-}
-
-/* Frees every page of h that holds no live block, and (if park) takes every
- * other page out of the queues marked FULL.  Owner only. */
-static void tcache_cleanup(heap_tcache *h, bool park)
+/* Takes the inbox in and frees every empty page, except (keep) one per
+ * one-slice class; returns whether one was kept.  Owner only. */
+static bool tcache_trim(heap_tcache *h, bool keep)
 {
     list to_free = {0};
-    tcache_drain_remote(h);
+    bool kept = false;
+    tcache_drain(h);
     for (unsigned c = 1; c < HEAP_NCLS; c++) {
         heap_page *pg = queue_first(&h->queue[c]);
         while (pg) {
             heap_page *next = queue_next(pg);
-            mote__page_collect(pg);
-            if (page_used(pg) == 0 && !page_notified(pg)) {
-                queue_remove(h, pg);
-                list_push_back(&to_free, &pg->qlink);
-            } else if (park) {
-                if (mote__page_try_mark_full(pg)) {
+            if (page_used(pg) == 0) {
+                if (keep && page_stays_empty(h, pg)) {
+                    kept = true;
+                } else if (pg->kind == HEAP_PAGE_SMALL || bm_retire(pg)) {
                     queue_remove(h, pg);
-                    pg->in_full = 1;
-                } else {
-                    continue; /* a remote free raced in: look again */
+                    list_push_back(&to_free, &pg->qlink);
                 }
             }
             pg = next;
         }
     }
-    if (!list_empty(&to_free)) {
-        heap_lock_acquire(&mote__heap_arena_lock);
-        list_node *n;
-        while ((n = list_pop_front(&to_free)))
-            mote__arena_page_free(list_entry(n, heap_page, qlink));
-        heap_lock_release(&mote__heap_arena_lock);
-        mote__scavenger_ensure();
-    }
+    pages_to_arena(&to_free);
+    mote__assert_expensive(tcache_valid(h));
+    return kept;
 }
 
 static void tcache_thread_exit(void *arg)
@@ -173,63 +487,197 @@ static void tcache_thread_exit(void *arg)
     heap_tcache *h = arg;
     if (!h || h != mote__heap_tls)
         return;
-    /* dead = 1 before the last drain: a remote free that pushes after it
-     * sees dead and kicks the scavenger (both seq_cst). */
+    rbuf_send_all(h);
+    /* dead = 1 before the last look at the inbox: a free that pushes after
+     * it sees dead and kicks the scavenger (both seq_cst). */
     STORE(&h->dead, 1, SEQ_CST);
-    tcache_cleanup(h, true);
+    if (h->shadow)
+        STORE(&h->shadow->dead, 1, SEQ_CST);
+    bool kept = tcache_trim(h, true);
+    if (h->shadow)
+        kept |= tcache_trim(h->shadow, true);
     mote__heap_tls = &mote__heap_tcache_empty;
     heap_lock_acquire(&pool_lock);
+    h->died_ms = mote__os_coarse_ms();
+    h->keeps_empty = kept;
     h->pool_next = pool;
     pool = h;
     heap_lock_release(&pool_lock);
-    if (LOAD(&h->remote, SEQ_CST))
+    if (kept || LOAD(&h->inbox, SEQ_CST) || (h->shadow && LOAD(&h->shadow->inbox, SEQ_CST)))
         mote__scavenger_kick();
 }
 
-void mote__tcache_collect_dead(void)
+long mote__tcache_collect_dead(bool force, uint32_t decay_ms)
 {
+    long next;
+    bool again;
+    int passes = 0;
     heap_lock_acquire(&pool_lock);
-    for (heap_tcache *h = pool; h; h = h->pool_next)
-        if (LOAD(&h->remote, ACQUIRE))
-            tcache_cleanup(h, true);
+    uint32_t now = mote__os_coarse_ms();
+    /* Taking one cache's inbox in may send message blocks home to another
+     * that was already looked at: when forced, go round until none moves
+     * (messages go home once, as plain blocks: three rounds at most). */
+    do {
+        next = -1;
+        again = false;
+        for (heap_tcache *h = pool; h; h = h->pool_next) {
+            uint32_t age = now - h->died_ms;
+            bool due = force || age >= decay_ms;
+            heap_tcache *sh = h->shadow;
+            if (LOAD(&h->inbox, ACQUIRE) || (sh && LOAD(&sh->inbox, ACQUIRE)) ||
+                (h->keeps_empty && due)) {
+                bool kept = tcache_trim(h, !due);
+                if (sh)
+                    kept |= tcache_trim(sh, !due);
+                h->keeps_empty = kept;
+                again = force;
+            }
+            if (h->keeps_empty) {
+                long wait = due ? 0 : (long)(decay_ms - age);
+                if (next < 0 || wait < next)
+                    next = wait;
+            }
+        }
+    } while (again && ++passes < 3);
     heap_lock_release(&pool_lock);
+    return next;
 }
 
 void mote__tcache_release_own(void)
 {
     heap_tcache *h = mote__heap_tls;
-    if (h != &mote__heap_tcache_empty)
-        tcache_cleanup(h, false);
+    if (h == &mote__heap_tcache_empty)
+        return;
+    rbuf_send_all(h);
+    tcache_trim(h, false);
+    if (h->shadow)
+        tcache_trim(h->shadow, false);
 }
 
-/* ---- slow paths ---- */
+/* ---- bitmap classes ---- */
 
-static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
+void mote__tcache_free_bitmap(heap_page *pg, void *p)
 {
-    heap_page *pg = queue_first(&h->queue[cls]);
+    heap_tcache *h = mote__heap_tls, *owner = page_owner(pg);
+    uint64_t bit = 1ULL << block_index(pg, p);
+    if (LOAD(&pg->bits, RELAXED) & bit) /* free already */
+        mote__heap_invalid_free(p, "free");
+    if (owner == h || owner->shadow_of == h) {
+        list to_free = {0};
+        bm_return(owner, pg, p, &to_free);
+        pages_to_arena(&to_free);
+        return;
+    }
+    /* On its way home the block carries the cookie, as a small block
+     * does: a second free meanwhile is caught. */
+    heap_block *b = p;
+    uintptr_t ck = (uintptr_t)p ^ mote__heap_key;
+    if (b->cookie == ck)
+        mote__heap_invalid_free(p, "free");
+    b->cookie = ck;
+    mote__tcache_free_remote(pg, b);
+}
+
+/* Claims the lowest free block of pg; NULL if none is free (the scavenger
+ * may hold some). */
+static inline void *bm_claim(heap_page *pg)
+{
+    uint64_t b = LOAD(&pg->bits, RELAXED);
+    for (;;) {
+        uint64_t f = b & bm_all(pg);
+        if (!f)
+            return NULL;
+        uint64_t bit = f & (~f + 1);
+        if (CAS_WEAK(&pg->bits, &b, b & ~bit, ACQUIRE)) {
+            page_used_add(pg, 1);
+            COUNT(&pg->allocs, 1);
+            return pg->start + (size_t)__builtin_ctzll(bit) * pg->bsize;
+        }
+    }
+}
+
+static void *tcache_alloc_bitmap(heap_tcache *h, unsigned cls)
+{
+    heap_queue *q = &h->queue[cls];
+    heap_page *pg = queue_first(q);
     while (pg) {
         heap_page *next = queue_next(pg);
-        if (!pg->free)
-            mote__page_collect(pg);
-        if (!pg->free)
-            mote__page_extend(pg);
-        if (pg->free) {
-            if (pg != queue_first(&h->queue[cls])) {
-                queue_remove(h, pg);
-                queue_push_front(h, pg);
+        void *p = bm_claim(pg);
+        if (p) {
+            if (pg != queue_first(q)) {
+                list_remove(q, &pg->qlink);
+                list_push_front(q, &pg->qlink);
             }
-            h->cur[cls] = pg;
-            return pg;
+            return p;
         }
-        if (!mote__page_try_mark_full(pg))
-            continue; /* a remote free raced in: collect it */
-        queue_remove(h, pg);
-        pg->in_full = 1;
+        /* Full: out of the queue until a block comes back.  Never while
+         * the scavenger holds blocks (they come back without the owner
+         * hearing of it): such a page is only skipped. */
+        if (LOAD(&pg->bits, RELAXED) == 0) {
+            queue_remove(h, pg);
+            pg->in_full = 1;
+        }
         pg = next;
     }
     bool zero;
     heap_lock_acquire(&mote__heap_arena_lock);
-    pg = mote__arena_page_alloc(mote__sizeclass_slices[cls], &zero);
+    pg = mote__arena_page_alloc_ex(mote__sizeclass_slices[cls], &zero, h->shadow_of != NULL);
+    if (pg)
+        mote__page_init_bitmap(pg, h, cls, zero);
+    heap_lock_release(&mote__heap_arena_lock);
+    if (!pg) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    queue_push_front(h, pg);
+    return bm_claim(pg);
+}
+
+/* ---- slow paths ---- */
+
+/* A page of class cls with a free block.  In order of preference: one
+ * with a few free blocks (a single one would send the next malloc back
+ * here), then one that can carve more, then one with any free block, then
+ * a new page.  Free blocks already in the queue are used before the class
+ * grows (larson carved 2-3x its live bytes when the first page was always
+ * carved first).  Pages with neither leave the queue (full). */
+static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
+{
+    heap_queue *q = &h->queue[cls];
+    heap_page *pg = queue_first(q), *carve = NULL, *some = NULL;
+    while (pg) {
+        heap_page *next = queue_next(pg);
+        if (pg->free) {
+            if (pg->capacity - page_used(pg) >= 4) /* free, or on their way */
+                break;
+            if (!some)
+                some = pg;
+        } else if (pg->capacity < pg->reserved) {
+            if (!carve)
+                carve = pg;
+        } else {
+            queue_remove(h, pg); /* full: back when one of its blocks is */
+            pg->in_full = 1;
+        }
+        pg = next;
+    }
+    if (!pg && carve) {
+        pg = carve;
+        mote__page_extend(pg);
+    }
+    if (!pg)
+        pg = some;
+    if (pg) {
+        if (pg != queue_first(q)) {
+            list_remove(q, &pg->qlink);
+            list_push_front(q, &pg->qlink);
+        }
+        h->cur[cls] = pg;
+        return pg;
+    }
+    bool zero;
+    heap_lock_acquire(&mote__heap_arena_lock);
+    pg = mote__arena_page_alloc_ex(mote__sizeclass_slices[cls], &zero, h->shadow_of != NULL);
     if (pg)
         mote__page_init_small(pg, h, cls);
     heap_lock_release(&mote__heap_arena_lock);
@@ -240,7 +688,32 @@ static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
     return pg;
 }
 
-void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n)
+void *mote__tcache_alloc_in(heap_tcache *h, unsigned cls)
+{
+    if (h->rbuf_n)
+        rbuf_send_all(h);
+    if (LOAD(&h->inbox, RELAXED))
+        tcache_drain(h);
+    if (h->shadow && LOAD(&h->shadow->inbox, RELAXED))
+        tcache_drain(h->shadow);
+    if (cls >= HEAP_BITMAP_CLS)
+        return tcache_alloc_bitmap(h, cls);
+    heap_page *pg = h->cur[cls];
+    if (!pg->free) {
+        pg = tcache_find_page(h, cls);
+        if (!pg) {
+            errno = ENOMEM;
+            return NULL;
+        }
+    }
+    heap_block *b = pg->free;
+    pg->free = b->next;
+    page_used_add(pg, 1);
+    b->cookie = 0;
+    return b;
+}
+
+void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n, bool tail)
 {
     if (h == &mote__heap_tcache_empty) {
         heap_ensure_init();
@@ -252,36 +725,28 @@ void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n)
     }
     if (HEAP_UNLIKELY(cls == 0)) /* the class table was not filled yet */
         cls = sizeclass_of(n);
-    if (LOAD(&h->remote, RELAXED))
-        tcache_drain_remote(h);
-    heap_page *pg = tcache_find_page(h, cls);
-    if (!pg) {
-        errno = ENOMEM;
-        return NULL;
+    /* The fast path counted n only when it had a block, and then only came
+     * here because the count fell below 0. */
+    if (h->sample_left >= 0)
+        h->sample_left -= (int64_t)n;
+    if (HEAP_UNLIKELY(h->sample_left < 0)) {
+        /* the public entry point's frame: ours when it tail-called us */
+        void **fp = __builtin_frame_address(0);
+        void *p = mote__prof_alloc_small(h, cls, n, tail ? (void *)fp : fp[0]);
+        if (p)
+            return p;
     }
-    heap_block *b = pg->free;
-    pg->free = b->next;
-    page_used_add(pg, 1);
-    b->cookie = 0;
-    return b;
+    return mote__tcache_alloc_in(h, cls);
 }
 
 /* The owner freed a block of pg and pg is now empty or was parked full. */
 void mote__tcache_page_freed(heap_tcache *h, heap_page *pg)
 {
-    if (pg->in_full) { /* back in the queue; tfree may stay FULL (page.c) */
+    if (pg->in_full) {
         pg->in_full = 0;
-        queue_push_back(h, pg);
+        queue_return(h, pg);
     }
-    if (page_used(pg) != 0)
-        return;
-    /* Keep the last page of a one-slice class: a thread that frees its
-     * last block often allocates the next one at once.  At most one empty
-     * page per class stays with a thread. */
-    heap_queue *q = &h->queue[pg->cls];
-    if (q->head == &pg->qlink && q->tail == &pg->qlink && pg->slices == 1)
-        return;
-    if (page_notified(pg))
+    if (page_used(pg) != 0 || page_stays_empty(h, pg))
         return;
     queue_remove(h, pg);
     heap_lock_acquire(&mote__heap_arena_lock);

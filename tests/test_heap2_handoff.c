@@ -1,0 +1,281 @@
+/*
+ * test_heap2_handoff.c - blocks freed by other threads and threads that
+ * come and go: a successor adopts its predecessor's cache with its pages
+ * (a thread per request that leaves one small object behind does not pin a
+ * fresh page each time), frees from other threads come home in batches and
+ * are reused, frees into an exited thread's cache are collected with no
+ * call from the program, and larson-like churn keeps every block intact.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "heap/heap.h"
+#include "heap/internal.h"
+#include "mote.h"
+
+static uint64_t metric(const char *name)
+{
+    uint64_t v = 0;
+    CHECK_EQ(mote__heap_metric(name, &v), 0);
+    return v;
+}
+
+/* ---- a thread per request ---- */
+
+enum { REQS = 600, WORK = 200 };
+static void *leftover[REQS];
+
+static void *request(void *arg)
+{
+    uintptr_t req = (uintptr_t)arg;
+    void *v[WORK];
+    uint64_t s = 0x9E3779B97F4A7C15ULL * (req + 1);
+    for (int i = 0; i < WORK; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        size_t n = 16 + s % 2033;
+        v[i] = mote_malloc(n);
+        CHECK(v[i] != NULL);
+        memset(v[i], (int)i, n);
+    }
+    leftover[req] = mote_malloc(64);
+    memset(leftover[req], 7, 64);
+    for (int i = 0; i < WORK; i++)
+        mote_free(v[i]);
+    return NULL;
+}
+
+TEST(thread_per_request_leftovers_share_pages)
+{
+    int reqs = TEST_SCALE(REQS, 4);
+    for (int r = 0; r < reqs; r += 2) {
+        pthread_t t[2];
+        for (int k = 0; k < 2; k++)
+            CHECK(pthread_create(&t[k], NULL, request, (void *)(uintptr_t)(r + k)) == 0);
+        for (int k = 0; k < 2; k++)
+            pthread_join(t[k], NULL);
+    }
+    /* 64 leftovers per 4 KiB, 1024 per 64 KiB page: successors allocate
+     * into their predecessors' pages, so the leftovers sit in a few pages
+     * instead of one page each. */
+    uintptr_t pages[REQS];
+    int np = 0;
+    for (int r = 0; r < reqs; r++) {
+        uintptr_t pgaddr = (uintptr_t)leftover[r] >> HEAP_SLICE_SHIFT;
+        int seen = 0;
+        for (int i = 0; i < np && !seen; i++)
+            seen = pages[i] == pgaddr;
+        if (!seen)
+            pages[np++] = pgaddr;
+    }
+    fprintf(stderr, "%d leftovers in %d pages\n", reqs, np);
+    CHECK(np <= 4);
+    for (int r = 0; r < reqs; r++) {
+        for (int i = 0; i < 64; i++)
+            CHECK(((char *)leftover[r])[i] == 7);
+        mote_free(leftover[r]);
+    }
+}
+
+/* ---- frees from another thread come home ---- */
+
+enum { NB = 20000 };
+static void *blocks[NB];
+static pthread_barrier_t bar;
+static int rounds_ = 30;
+
+static void *freer(void *arg)
+{
+    (void)arg;
+    for (int r = 0; r < rounds_; r++) {
+        pthread_barrier_wait(&bar); /* blocks ready */
+        for (int i = 0; i < NB; i++) {
+            CHECK(((unsigned char *)blocks[i])[0] == (unsigned char)(i + r));
+            mote_free(blocks[i]);
+        }
+        pthread_barrier_wait(&bar); /* all freed */
+    }
+    return NULL;
+}
+
+TEST(remote_frees_are_reused_not_piled_up)
+{
+    rounds_ = TEST_SCALE(30, 5);
+    pthread_barrier_init(&bar, NULL, 2);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, freer, NULL) == 0);
+    uint64_t c1 = 0;
+    for (int r = 0; r < rounds_; r++) {
+        for (int i = 0; i < NB; i++) {
+            blocks[i] = mote_malloc(32 + (size_t)(i % 7) * 48);
+            CHECK(blocks[i] != NULL);
+            memset(blocks[i], i + r, 32);
+        }
+        if (r == 1)
+            c1 = mote__heap_committed_bytes();
+        pthread_barrier_wait(&bar);
+        pthread_barrier_wait(&bar);
+    }
+    pthread_join(t, NULL);
+    uint64_t c = mote__heap_committed_bytes();
+    fprintf(stderr, "committed after round 1: %llu KiB, at the end: %llu KiB\n",
+            (unsigned long long)c1 >> 10, (unsigned long long)c >> 10);
+    /* the freed blocks came back and were reused: no growth per round */
+    CHECK(c <= c1 + (2u << 20));
+    pthread_barrier_destroy(&bar);
+}
+
+/* ---- frees into an exited thread's cache ---- */
+
+static void *alloc_many(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < NB; i++) {
+        blocks[i] = mote_malloc(100 + (size_t)(i % 13) * 200);
+        CHECK(blocks[i] != NULL);
+        memset(blocks[i], 1, 100);
+    }
+    return NULL;
+}
+
+static void *free_many(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < NB; i++)
+        mote_free(blocks[i]);
+    return NULL; /* exit sends what is still buffered */
+}
+
+TEST(frees_into_an_exited_threads_cache_come_back_with_no_call)
+{
+    mote_mem_release();
+    uint64_t c0 = mote__heap_committed_bytes();
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, alloc_many, NULL) == 0);
+    pthread_join(t, NULL);
+    uint64_t c1 = mote__heap_committed_bytes();
+    CHECK(c1 >= c0 + (4u << 20));
+    CHECK(pthread_create(&t, NULL, free_many, NULL) == 0);
+    pthread_join(t, NULL);
+    uint64_t c = c1;
+    for (int i = 0; i < 40 && c > c0 + (1u << 20); i++) {
+        usleep(100 * 1000); /* decay 500 ms; no allocator call */
+        c = mote__heap_committed_bytes();
+    }
+    fprintf(stderr, "committed %llu -> %llu -> %llu KiB\n", (unsigned long long)c0 >> 10,
+            (unsigned long long)c1 >> 10, (unsigned long long)c >> 10);
+    CHECK(c <= c0 + (1u << 20));
+}
+
+TEST(frees_buffered_by_a_live_thread_go_home_on_release)
+{
+    mote_mem_release();
+    /* this thread gets a cache of its own first (else its first free would
+     * adopt the exited thread's cache, and its frees would be local) */
+    void *mine = mote_malloc(16);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, alloc_many, NULL) == 0);
+    pthread_join(t, NULL);
+    for (int i = 0; i < 10; i++) /* fewer than a message: buffered here */
+        mote_free(blocks[i]);
+    uint64_t in0 = metric("/heap/inuse:bytes");
+    mote_mem_release(); /* sends them, and collects the dead cache */
+    uint64_t in1 = metric("/heap/inuse:bytes");
+    CHECK(in1 < in0);
+    for (int i = 10; i < NB; i++)
+        mote_free(blocks[i]);
+    mote_free(mine);
+    mote_mem_release();
+    CHECK(metric("/heap/inuse:bytes") < 64 * 1024);
+}
+
+/* ---- larson-like churn: blocks intact through hand-offs ---- */
+
+enum { SLOTS = 4000, THREADS = 4 };
+static _Atomic(uint64_t *) table[THREADS * SLOTS];
+
+typedef struct region {
+    int id;
+    uint64_t seed;
+    long ops;
+} region;
+
+static void check_block(uint64_t *b)
+{
+    if (!b)
+        return;
+    size_t words = (size_t)(b[0] >> 32);
+    uint32_t tag = (uint32_t)b[0];
+    CHECK(words >= 2 && words <= 130);
+    for (size_t i = 1; i < words; i++)
+        CHECK(b[i] == ((uint64_t)tag << 20 | i));
+}
+
+static void *larson_worker(void *arg)
+{
+    region *r = arg;
+    uint64_t s = r->seed;
+    for (long i = 0; i < r->ops; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        size_t words = 2 + s % 129;
+        uint64_t *b = mote_malloc(words * 8);
+        CHECK(b != NULL);
+        uint32_t tag = (uint32_t)(s >> 40);
+        b[0] = (uint64_t)words << 32 | tag;
+        for (size_t k = 1; k < words; k++)
+            b[k] = (uint64_t)tag << 20 | k;
+        long slot = (s >> 20) & 7 ? (long)r->id * SLOTS + (long)((s >> 24) % SLOTS)
+                                  : (long)((s >> 24) % (THREADS * SLOTS));
+        uint64_t *old = atomic_exchange(&table[slot], b);
+        check_block(old);
+        mote_free(old);
+    }
+    r->seed = s;
+    return NULL;
+}
+
+static void *larson_region(void *arg)
+{
+    region *r = arg;
+    for (int gen = 0; gen < 6; gen++) {
+        pthread_t t; /* a successor inherits the region and its blocks */
+        CHECK(pthread_create(&t, NULL, larson_worker, r) == 0);
+        pthread_join(t, NULL);
+    }
+    return NULL;
+}
+
+TEST(larson_churn_keeps_blocks_intact_and_memory_bounded)
+{
+    region rg[THREADS];
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        rg[i] = (region){i, 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 1), TEST_SCALE(60000, 10)};
+        CHECK(pthread_create(&t[i], NULL, larson_region, &rg[i]) == 0);
+    }
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    uint64_t live = 0;
+    for (int k = 0; k < THREADS * SLOTS; k++) {
+        uint64_t *b = atomic_load(&table[k]);
+        check_block(b);
+        if (b)
+            live += mote_usable_size(b);
+    }
+    uint64_t c = mote__heap_committed_bytes();
+    fprintf(stderr, "live %llu KiB, committed %llu KiB\n", (unsigned long long)live >> 10,
+            (unsigned long long)c >> 10);
+    /* bounded: blocks of a region move between caches as successors adopt
+     * whichever exited cache is on top of the pool (docs/heap.md), so the
+     * heap holds more than the live bytes, but not without bound */
+    CHECK(c <= 3 * live + (8u << 20));
+    for (int k = 0; k < THREADS * SLOTS; k++)
+        mote_free(atomic_exchange(&table[k], NULL));
+    mote_mem_release();
+    CHECK(metric("/heap/inuse:bytes") < 64 * 1024);
+}
+
+TEST_MAIN()

@@ -1,0 +1,308 @@
+/*
+ * test_heap2_purge.c - free blocks inside pages that still hold live blocks
+ * go back to the OS by themselves (classes above 4 KiB live in bitmap
+ * pages: the scavenger claims their free blocks and releases the whole OS
+ * pages under them, while the owner sleeps or keeps allocating), live
+ * blocks are never touched by it, and bitmap blocks keep the double-free
+ * and invalid-pointer checks.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "heap/heap.h"
+#include "heap/internal.h"
+#include "mote.h"
+
+static long rss_bytes(void)
+{
+    long pages = 0, res = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    CHECK(f != NULL);
+    CHECK(fscanf(f, "%ld %ld", &pages, &res) == 2);
+    fclose(f);
+    return res * sysconf(_SC_PAGESIZE);
+}
+
+static heap_arena_stats arena(void)
+{
+    heap_arena_stats st;
+    mote__arena_stats(&st);
+    return st;
+}
+
+static void fill(uint64_t *b, size_t n, uint64_t tag)
+{
+    for (size_t i = 0; i < n / 8; i++)
+        b[i] = tag ^ i;
+}
+
+static void verify(const uint64_t *b, size_t n, uint64_t tag)
+{
+    for (size_t i = 0; i < n / 8; i++)
+        if (b[i] != (tag ^ i)) {
+            fprintf(stderr, "block %p word %zu: %llx, expected %llx\n", (void *)b, i,
+                    (unsigned long long)b[i], (unsigned long long)(tag ^ i));
+            CHECK(0);
+        }
+}
+
+enum { N = 3000 };
+static uint64_t *blk[N];
+static size_t sz[N];
+
+static size_t size_of(int i) { return 4097 + (size_t)(i * 7919) % (120 << 10); }
+
+TEST(free_blocks_inside_live_pages_go_back_with_no_call)
+{
+    mote_mem_release();
+    long base = rss_bytes();
+    size_t freed = 0;
+    for (int i = 0; i < N; i++) {
+        sz[i] = size_of(i);
+        blk[i] = mote_malloc(sz[i]);
+        CHECK(blk[i] != NULL);
+        fill(blk[i], sz[i], (uint64_t)i << 32);
+    }
+    long peak = rss_bytes();
+    for (int i = 0; i < N; i++)
+        if (i % 16) { /* one in 16 survives: nearly every page keeps one */
+            freed += sz[i];
+            mote_free(blk[i]);
+            blk[i] = NULL;
+        }
+    uint64_t p0 = arena().purged_total, purged = 0;
+    long now = peak;
+    for (int k = 0; k < 30; k++) { /* decay 500 ms; no allocator call */
+        usleep(100 * 1000);
+        now = rss_bytes();
+        purged = arena().purged_total - p0;
+        if (now < peak - (long)(freed * 3 / 4) && purged >= freed / 8)
+            break;
+    }
+    fprintf(stderr, "rss %ld -> %ld -> %ld KiB; freed %zu KiB, released inside pages %llu KiB\n",
+            base >> 10, peak >> 10, now >> 10, freed >> 10, (unsigned long long)purged >> 10);
+    CHECK(purged >= freed / 8); /* the rest went back as wholly free pages */
+    if (!TEST_SANITIZED)
+        CHECK(now < peak - (long)(freed * 3 / 4));
+    for (int i = 0; i < N; i += 16)
+        verify(blk[i], sz[i], (uint64_t)i << 32);
+    /* the released blocks are handed out again, zero or not, and work */
+    for (int i = 0; i < N; i++)
+        if (!blk[i]) {
+            blk[i] = mote_malloc(sz[i]);
+            fill(blk[i], sz[i], ~(uint64_t)i);
+        }
+    for (int i = 0; i < N; i++) {
+        verify(blk[i], sz[i], i % 16 ? ~(uint64_t)i : (uint64_t)i << 32);
+        mote_free(blk[i]);
+    }
+}
+
+/* ---- the owner allocating while the scavenger claims ---- */
+
+static atomic_int stop;
+
+static void *churn(void *arg)
+{
+    uint64_t s = (uintptr_t)arg * 0x9E3779B97F4A7C15ULL + 1;
+    enum { K = 64 };
+    uint64_t *mine[K] = {0};
+    size_t msz[K] = {0};
+    long rounds = 0;
+    while (!atomic_load(&stop) || rounds < 1000) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        int k = (int)(s % K);
+        if (mine[k]) {
+            verify(mine[k], msz[k], (uint64_t)(uintptr_t)mine[k]);
+            mote_free(mine[k]);
+        }
+        msz[k] = 4097 + (size_t)(s >> 20) % (40 << 10);
+        mine[k] = mote_malloc(msz[k]);
+        CHECK(mine[k] != NULL);
+        fill(mine[k], msz[k], (uint64_t)(uintptr_t)mine[k]);
+        rounds++;
+    }
+    for (int k = 0; k < K; k++) {
+        if (mine[k])
+            verify(mine[k], msz[k], (uint64_t)(uintptr_t)mine[k]);
+        mote_free(mine[k]);
+    }
+    return NULL;
+}
+
+TEST(purges_race_with_owners_and_never_touch_live_blocks)
+{
+    atomic_store(&stop, 0);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        CHECK(pthread_create(&t[i], NULL, churn, (void *)(uintptr_t)(i + 1)) == 0);
+    /* mote_mem_release purges every free block at once, as the scavenger
+     * does after the decay period */
+    for (int i = 0; i < TEST_SCALE(300, 10); i++) {
+        mote_mem_release();
+        usleep(500);
+    }
+    atomic_store(&stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    CHECK(arena().purged_total > 0);
+}
+
+/* ---- exited owners ---- */
+
+static void *alloc_keep(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < N; i++) {
+        sz[i] = size_of(i);
+        blk[i] = mote_malloc(sz[i]);
+        fill(blk[i], sz[i], (uint64_t)i);
+    }
+    return NULL;
+}
+
+TEST(pages_of_an_exited_thread_are_released_inside_too)
+{
+    mote_mem_release();
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, alloc_keep, NULL) == 0);
+    pthread_join(t, NULL);
+    long peak = rss_bytes();
+    size_t freed = 0;
+    for (int i = 0; i < N; i++)
+        if (i % 16) {
+            verify(blk[i], sz[i], (uint64_t)i);
+            freed += sz[i];
+            mote_free(blk[i]); /* remote: into a dead cache */
+        }
+    long now = peak;
+    for (int k = 0; k < 30; k++) {
+        usleep(100 * 1000);
+        now = rss_bytes();
+        if (now < peak - (long)(freed * 3 / 4))
+            break;
+    }
+    fprintf(stderr, "rss %ld -> %ld KiB, freed %zu KiB\n", peak >> 10, now >> 10, freed >> 10);
+    if (!TEST_SANITIZED)
+        CHECK(now < peak - (long)(freed * 3 / 4));
+    for (int i = 0; i < N; i += 16) {
+        verify(blk[i], sz[i], (uint64_t)i);
+        mote_free(blk[i]);
+    }
+    mote_mem_release();
+    uint64_t inuse = 0;
+    CHECK_EQ(mote__heap_metric("/heap/inuse:bytes", &inuse), 0);
+    CHECK(inuse < 64 * 1024);
+}
+
+/* ---- checks ---- */
+
+static void expect_invalid_free(void (*fn)(void *), void *arg)
+{
+    if (TEST_SANITIZED)
+        return;
+    char buf[512];
+    int st = test_fork_capture(fn, arg, buf, sizeof buf);
+    if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) ||
+        !strstr(buf, "mote: free(): invalid pointer 0x")) {
+        fprintf(stderr, "expected an abort; child said: %s\n", buf);
+        CHECK(0);
+    }
+}
+
+static void double_free_local(void *arg)
+{
+    (void)arg;
+    void *p = mote_malloc(9000);
+    void *q = mote_malloc(9000); /* the page stays */
+    mote_free(p);
+    mote_free(p);
+    (void)q;
+}
+
+static void *free_it(void *p)
+{
+    mote_free(p);
+    return NULL;
+}
+
+static void double_free_remote(void *arg)
+{
+    (void)arg;
+    void *p = mote_malloc(20000);
+    void *q = mote_malloc(20000);
+    pthread_t t;
+    pthread_create(&t, NULL, free_it, p);
+    pthread_join(t, NULL); /* on its way home, or home */
+    pthread_create(&t, NULL, free_it, p);
+    pthread_join(t, NULL);
+    mote_mem_release();
+    (void)q;
+}
+
+static void double_free_after_purge(void *arg)
+{
+    (void)arg;
+    void *p = mote_malloc(64 << 10);
+    void *q = mote_malloc(64 << 10);
+    mote_free(p);
+    mote_mem_release(); /* p's pages released */
+    mote_free(p);
+    (void)q;
+}
+
+static void free_inside(void *arg)
+{
+    (void)arg;
+    char *p = mote_malloc(10000);
+    mote_free(p + 4096);
+}
+
+static void free_tail(void *arg)
+{
+    (void)arg;
+    /* a 10 KiB class page holds 12 blocks in 128 KiB: past the 12th block
+     * is the page's unused tail, on a block boundary */
+    char *p = mote_malloc(10240);
+    heap_segment *seg = heap_segment_of(p);
+    heap_page *pg = seg->map[((uintptr_t)p >> HEAP_SLICE_SHIFT) & 63];
+    CHECK(pg->kind == HEAP_PAGE_BITMAP);
+    mote_free(pg->start + (size_t)pg->reserved * pg->bsize);
+}
+
+TEST(bitmap_blocks_keep_the_pointer_checks)
+{
+    expect_invalid_free(double_free_local, NULL);
+    expect_invalid_free(double_free_remote, NULL);
+    expect_invalid_free(double_free_after_purge, NULL);
+    expect_invalid_free(free_inside, NULL);
+    expect_invalid_free(free_tail, NULL);
+}
+
+TEST(bitmap_blocks_meet_the_malloc_contract)
+{
+    /* sizes, alignment, usable size, calloc zero, realloc keeps content */
+    for (size_t n = 4097; n <= (128u << 10); n += 1531) {
+        char *p = mote_malloc(n);
+        CHECK(p && (uintptr_t)p % 16 == 0);
+        CHECK(mote_usable_size(p) >= n && mote_usable_size(p) <= n + n / 4 + 16);
+        memset(p, 0x77, n);
+        char *z = mote_calloc(1, n);
+        for (size_t i = 0; i < n; i += 97)
+            CHECK(z[i] == 0);
+        p = mote_realloc(p, n + 20000);
+        CHECK(p[0] == 0x77 && p[n - 1] == 0x77);
+        mote_free(p);
+        mote_free(z);
+    }
+    void *a = mote_aligned_alloc(8192, 5000);
+    CHECK(a && (uintptr_t)a % 8192 == 0);
+    mote_free(a);
+}
+
+TEST_MAIN()

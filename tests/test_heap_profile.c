@@ -1,0 +1,405 @@
+/*
+ * test_heap_profile.c - the sampling heap profiler.  A child process with
+ * MOTE_HEAPPROFILE set allocates at known sites (sizes in four size
+ * ranges: small, bitmap, large, huge; some kept, some freed), and `go tool
+ * pprof -top` must name those functions with in-use and allocated bytes
+ * within 10% of the truth - through mote_malloc (libmote) and through plain
+ * malloc in a program under LD_PRELOAD=libmote-malloc.so.  Also: the
+ * profile is written at exit (%p becomes the pid), an invalid rate stops
+ * mote_run, threads sampling while profiles are written (TSan), and
+ * mote_heap_profile_write without the profiler says -ENODATA.
+ *
+ * The pprof cases exit 77 (skip) when `go` is not installed; the
+ * LD_PRELOAD case also in sanitizer builds (the sanitizer owns malloc).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "mote.h"
+
+static char self[PATH_MAX], dir[256];
+
+static void find_self(void)
+{
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    CHECK(n > 0);
+    self[n] = 0;
+    snprintf(dir, sizeof dir, "/tmp/mote-prof-test.%d", (int)getpid());
+    mkdir(dir, 0700);
+}
+
+static int have_go(void) { return system("go version >/dev/null 2>&1") == 0; }
+
+/* Runs `self case` (or `prog`) with extra environment; returns its exit code. */
+static int run_child(const char *const *env, const char *prog, const char *arg)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        for (int i = 0; env[i]; i += 2)
+            setenv(env[i], env[i + 1], 1);
+        setenv("MOTE_TEST_CHILD", "1", 1);
+        execl(prog, prog, arg, (char *)NULL);
+        _exit(126);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int is_child(void) { return getenv("MOTE_TEST_CHILD") != NULL; }
+
+/* ---- the allocation sites (the child's side) ---- */
+
+typedef void *(*alloc_fn)(size_t);
+typedef void (*free_fn)(void *);
+static alloc_fn A;
+static free_fn F;
+static void *volatile kept[60000];
+static int nkept;
+
+__attribute__((noinline)) void site_small_kept(void)
+{
+    for (int i = 0; i < 20000; i++) { /* 20,000,000 B in use */
+        void *p = A(1000);
+        memset(p, 1, 1000);
+        kept[nkept++] = p;
+    }
+}
+
+__attribute__((noinline)) void site_bitmap_kept(void)
+{
+    for (int i = 0; i < 1500; i++) /* 1500 x 10000 = 15,000,000 B in use */
+        kept[nkept++] = A(10000);
+}
+
+__attribute__((noinline)) void site_large_kept(void)
+{
+    for (int i = 0; i < 40; i++) /* 40 x 300,000 = 12,000,000 B in use */
+        kept[nkept++] = A(300000);
+}
+
+__attribute__((noinline)) void site_huge_kept(void)
+{
+    for (int i = 0; i < 3; i++) /* 3 x 5,000,000 = 15,000,000 B in use */
+        kept[nkept++] = A(5000000);
+}
+
+__attribute__((noinline)) void site_churn(void)
+{
+    for (int i = 0; i < 500000; i++) { /* 64,000,000 B allocated, all freed */
+        void *volatile p = A(128);
+        F(p);
+    }
+}
+
+static void run_sites(void)
+{
+    site_small_kept();
+    site_bitmap_kept();
+    site_large_kept();
+    site_huge_kept();
+    site_churn();
+}
+
+static const struct {
+    const char *fn;
+    double inuse, alloc;
+} truth[] = {
+    {"site_small_kept", 20e6, 20e6}, {"site_bitmap_kept", 15e6, 15e6},
+    {"site_large_kept", 12e6, 12e6}, {"site_huge_kept", 15e6, 15e6},
+    {"site_churn", 0, 64e6},
+};
+
+/* Child mode: allocate, then write the profile on demand to $PROF_OUT (and
+ * at exit to MOTE_HEAPPROFILE). */
+static void child_sites(alloc_fn a, free_fn f)
+{
+    A = a;
+    F = f;
+    run_sites();
+    int fd = open(getenv("PROF_OUT"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0);
+    CHECK_EQ(mote_heap_profile_write(fd), 0);
+    close(fd);
+    for (int i = 0; i < nkept; i++) /* the profile at exit shows them freed */
+        F(kept[i]);
+    exit(0);
+}
+
+/* ---- reading pprof's answer ---- */
+
+/* Bytes pprof -top attributes to fn (flat), for sample index idx. */
+static double pprof_bytes(const char *bin, const char *prof, const char *idx, const char *fn)
+{
+    char cmd[3 * PATH_MAX];
+    snprintf(cmd, sizeof cmd, "go tool pprof -top -unit=B -sample_index=%s '%s' '%s' 2>&1", idx,
+             bin, prof);
+    FILE *p = popen(cmd, "r");
+    CHECK(p != NULL);
+    char line[1024];
+    double v = 0;
+    int seen = 0;
+    while (fgets(line, sizeof line, p)) {
+        char name[256];
+        double flat;
+        if (sscanf(line, " %lfB %*s %*s %*s %*s %255s", &flat, name) == 2 && !strcmp(name, fn)) {
+            v = flat;
+            seen = 1;
+        }
+    }
+    pclose(p);
+    if (!seen && strcmp(idx, "inuse_space")) {
+        fprintf(stderr, "pprof did not name %s (%s); its output:\n", fn, idx);
+        snprintf(cmd, sizeof cmd, "go tool pprof -top -sample_index=%s '%s' '%s' >&2", idx,
+                 bin, prof);
+        (void)!system(cmd);
+    }
+    return v;
+}
+
+static void check_profile(const char *bin, const char *prof)
+{
+    for (size_t i = 0; i < sizeof truth / sizeof *truth; i++) {
+        double in = pprof_bytes(bin, prof, "inuse_space", truth[i].fn);
+        double al = pprof_bytes(bin, prof, "alloc_space", truth[i].fn);
+        fprintf(stderr, "%-18s in use %12.0f (true %12.0f)  allocated %12.0f (true %12.0f)\n",
+                truth[i].fn, in, truth[i].inuse, al, truth[i].alloc);
+        if (truth[i].inuse)
+            CHECK(in >= truth[i].inuse * 0.9 && in <= truth[i].inuse * 1.1);
+        else
+            CHECK(in <= 0.01 * truth[i].alloc);
+        CHECK(al >= truth[i].alloc * 0.9 && al <= truth[i].alloc * 1.1);
+    }
+}
+
+static int file_starts_with(const char *path, const char *s)
+{
+    char buf[64] = {0};
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    return n > 0 && !strncmp(buf, s, strlen(s));
+}
+
+/* ---- cases ---- */
+
+TEST(child_libmote_sites)
+{
+    if (is_child())
+        child_sites(mote_malloc, mote_free);
+}
+
+TEST(pprof_names_the_sites_with_their_sizes)
+{
+    if (!have_go()) {
+        fprintf(stderr, "go is not installed: skipped\n");
+        exit(77);
+    }
+    find_self();
+    char out[PATH_MAX + 300], atexit_path[PATH_MAX + 300];
+    snprintf(out, sizeof out, "%s/on-demand.heap", dir);
+    snprintf(atexit_path, sizeof atexit_path, "%s/at-exit.%%p.heap", dir);
+    const char *env[] = {"MOTE_HEAPPROFILE", atexit_path, "MOTE_HEAPPROFILE_RATE", "8K",
+                         "PROF_OUT", out, NULL};
+    CHECK_EQ(run_child(env, self, "child_libmote_sites"), 0);
+    CHECK(file_starts_with(out, "heap profile: "));
+    check_profile(self, out);
+}
+
+/* An unmodified program (compiled here: the test binary itself carries
+ * libmote's own heap), its malloc replaced with LD_PRELOAD. */
+static const char preload_prog[] =
+    "#include <dlfcn.h>\n#include <fcntl.h>\n#include <stdlib.h>\n#include <string.h>\n"
+    "#include <unistd.h>\n"
+    "static void *volatile kept[60000]; static int nkept;\n"
+    "__attribute__((noinline)) void site_small_kept(void) { for (int i = 0; i < 20000; i++) "
+    "{ void *p = malloc(1000); memset(p, 1, 1000); kept[nkept++] = p; } }\n"
+    "__attribute__((noinline)) void site_bitmap_kept(void) { for (int i = 0; i < 1500; i++) "
+    "kept[nkept++] = malloc(10000); }\n"
+    "__attribute__((noinline)) void site_large_kept(void) { for (int i = 0; i < 40; i++) "
+    "kept[nkept++] = calloc(1, 300000); }\n"
+    "__attribute__((noinline)) void site_huge_kept(void) { for (int i = 0; i < 3; i++) "
+    "kept[nkept++] = realloc(NULL, 5000000); }\n"
+    "__attribute__((noinline)) void site_churn(void) { for (int i = 0; i < 500000; i++) "
+    "{ void *volatile p = malloc(128); free(p); } }\n"
+    "int main(int argc, char **argv) {\n"
+    "  (void)argc; site_small_kept(); site_bitmap_kept(); site_large_kept(); "
+    "site_huge_kept(); site_churn();\n"
+    "  int (*w)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, \"mote_heap_profile_write\");\n"
+    "  if (!w) return 3;\n"
+    "  int fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);\n"
+    "  if (fd < 0 || w(fd) != 0) return 4;\n"
+    "  close(fd);\n"
+    "  for (int i = 0; i < nkept; i++) free(kept[i]);\n"
+    "  return 0;\n}\n";
+
+TEST(pprof_names_the_sites_of_a_program_under_ld_preload)
+{
+    if (TEST_SANITIZED) {
+        fprintf(stderr, "sanitizer build: its malloc cannot be replaced: skipped\n");
+        exit(77);
+    }
+    if (!have_go() || system("cc --version >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "go or cc is not installed: skipped\n");
+        exit(77);
+    }
+    find_self();
+    char so[PATH_MAX + 300], src[PATH_MAX + 300], prog[PATH_MAX + 300], cmd[3 * PATH_MAX];
+    snprintf(so, sizeof so, "%s", self);
+    *strrchr(so, '/') = 0;
+    strcat(so, "/../libmote-malloc.so");
+    CHECK(access(so, R_OK) == 0);
+    snprintf(src, sizeof src, "%s/prog.c", dir);
+    snprintf(prog, sizeof prog, "%s/prog", dir);
+    FILE *f = fopen(src, "w");
+    CHECK(f != NULL);
+    fputs(preload_prog, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "cc -O2 -g -fno-omit-frame-pointer -fno-builtin -o '%s' '%s' -ldl",
+             prog, src);
+    CHECK(system(cmd) == 0);
+    char out[PATH_MAX + 300], atexit_path[PATH_MAX + 300];
+    snprintf(out, sizeof out, "%s/preload.heap", dir);
+    snprintf(atexit_path, sizeof atexit_path, "%s/preload-exit.heap", dir);
+    const char *env[] = {"LD_PRELOAD", so, "MOTE_HEAPPROFILE", atexit_path,
+                         "MOTE_HEAPPROFILE_RATE", "8K", NULL};
+    CHECK_EQ(run_child(env, prog, out), 0);
+    check_profile(prog, out);
+    /* the profile at exit: the kept blocks were freed by then */
+    CHECK(file_starts_with(atexit_path, "heap profile: "));
+    double in = pprof_bytes(prog, atexit_path, "inuse_space", "site_small_kept");
+    double al = pprof_bytes(prog, atexit_path, "alloc_space", "site_small_kept");
+    CHECK(in < 0.01 * 20e6);
+    CHECK(al >= 0.9 * 20e6 && al <= 1.1 * 20e6);
+}
+
+TEST(child_exit_only)
+{
+    if (is_child()) {
+        for (int i = 0; i < 1000; i++)
+            mote_free(mote_malloc(4000));
+        exit(0);
+    }
+}
+
+TEST(profile_is_written_at_exit_with_the_pid_in_its_name)
+{
+    find_self();
+    char path[PATH_MAX + 300];
+    snprintf(path, sizeof path, "%s/pid.%%p.heap", dir);
+    const char *env[] = {"MOTE_HEAPPROFILE", path, "MOTE_HEAPPROFILE_RATE", "4K", NULL};
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        for (int i = 0; env[i]; i += 2)
+            setenv(env[i], env[i + 1], 1);
+        setenv("MOTE_TEST_CHILD", "1", 1);
+        execl(self, self, "child_exit_only", (char *)NULL);
+        _exit(126);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    char want[PATH_MAX + 300];
+    snprintf(want, sizeof want, "%s/pid.%d.heap", dir, (int)pid);
+    CHECK(file_starts_with(want, "heap profile: "));
+}
+
+static void quick(void *arg) { (void)arg; }
+
+TEST(child_run)
+{
+    if (is_child())
+        exit(-mote_run(quick, NULL));
+}
+
+TEST(an_invalid_rate_or_path_stops_mote_run)
+{
+    find_self();
+    const char *bad_rate[] = {"MOTE_HEAPPROFILE_RATE", "0", NULL};
+    CHECK_EQ(run_child(bad_rate, self, "child_run"), EINVAL);
+    const char *bad_rate2[] = {"MOTE_HEAPPROFILE_RATE", "2G", NULL};
+    CHECK_EQ(run_child(bad_rate2, self, "child_run"), EINVAL);
+    const char *empty_path[] = {"MOTE_HEAPPROFILE", "", NULL};
+    CHECK_EQ(run_child(empty_path, self, "child_run"), EINVAL);
+    const char *good[] = {"MOTE_HEAPPROFILE_RATE", "64K", NULL};
+    CHECK_EQ(run_child(good, self, "child_run"), 0);
+}
+
+TEST(without_the_profiler_there_is_no_profile)
+{
+    if (getenv("MOTE_HEAPPROFILE"))
+        return;
+    CHECK_EQ(mote_heap_profile_write(1), -ENODATA);
+}
+
+/* ---- threads sampling while profiles are written ---- */
+
+static void *churn(void *arg)
+{
+    uint64_t s = (uintptr_t)arg * 0x9E3779B97F4A7C15ULL + 1;
+    void *v[256] = {0};
+    for (int i = 0; i < TEST_SCALE(400000, 20); i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        int k = (int)(s % 256);
+        mote_free(v[k]);
+        size_t n = (s >> 20) % 8 ? 16 + (s >> 24) % 3000 : 4097 + (s >> 24) % 200000;
+        v[k] = mote_malloc(n);
+        CHECK(v[k] != NULL);
+        memset(v[k], 1, n < 64 ? n : 64);
+        CHECK(mote_usable_size(v[k]) >= n);
+        if ((s & 1023) == 0)
+            v[k] = mote_realloc(v[k], n + 5000);
+    }
+    for (int k = 0; k < 256; k++)
+        mote_free(v[k]);
+    return NULL;
+}
+
+TEST(child_threads)
+{
+    if (!is_child())
+        return;
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++)
+        CHECK(pthread_create(&t[i], NULL, churn, (void *)(uintptr_t)(i + 1)) == 0);
+    int fd = open("/dev/null", O_WRONLY);
+    for (int i = 0; i < 50; i++) {
+        CHECK_EQ(mote_heap_profile_write(fd), 0);
+        usleep(2000);
+    }
+    close(fd);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    mote_mem_release();
+    uint64_t inuse = 0;
+    CHECK_EQ(mote_metric("/heap/inuse:bytes", &inuse), 0);
+    CHECK(inuse < 256 * 1024);
+    exit(0);
+}
+
+TEST(threads_sample_while_profiles_are_written)
+{
+    find_self();
+    char path[PATH_MAX + 300];
+    snprintf(path, sizeof path, "%s/threads.heap", dir);
+    const char *env[] = {"MOTE_HEAPPROFILE", path, "MOTE_HEAPPROFILE_RATE", "2K", NULL};
+    CHECK_EQ(run_child(env, self, "child_threads"), 0);
+    CHECK(file_starts_with(path, "heap profile: "));
+}
+
+TEST_MAIN()
