@@ -143,9 +143,10 @@ const mote__option mote__options[OPT_COUNT] = {
          .scope = OPT_HEAP,
          .def = 0,
          .def_doc = "unset (off)",
-         .doc = "sample allocations and write a heap profile (in-use and allocated bytes by "
-                "call stack, for `go tool pprof`) to this file at exit and on "
-                "`mote_heap_profile_write`; `%p` in it is replaced by the process id",
+         .doc =
+             "sample allocations and write a heap profile (in-use and allocated bytes by "
+             "call stack, for `go tool pprof`) to this file at exit and on "
+             "`mote_heap_profile_write`; `%p` in it is replaced by the process id",
          .expect = "a file name"},
     [OPT_HEAPPROFILE_RATE] =
         {.name = "MOTE_HEAPPROFILE_RATE",
@@ -155,8 +156,9 @@ const mote__option mote__options[OPT_COUNT] = {
          .max = 1ULL << 30,
          .def = 512 * 1024,
          .def_doc = "512K",
-         .doc = "mean bytes allocated between two sampled allocations of the heap profiler, "
-                "1-1G, K/M/G suffixes",
+         .doc =
+             "mean bytes allocated between two sampled allocations of the heap profiler, "
+             "1-1G, K/M/G suffixes",
          .expect = "a size from 1 to 1G (suffixes K, M, G)"},
 };
 

@@ -253,7 +253,8 @@ TEST(larson_churn_keeps_blocks_intact_and_memory_bounded)
     region rg[THREADS];
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++) {
-        rg[i] = (region){i, 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 1), TEST_SCALE(60000, 10)};
+        rg[i] =
+            (region){i, 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 1), TEST_SCALE(60000, 10)};
         CHECK(pthread_create(&t[i], NULL, larson_region, &rg[i]) == 0);
     }
     for (int i = 0; i < THREADS; i++)

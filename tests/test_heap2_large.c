@@ -267,10 +267,12 @@ static void double_free(void *arg)
 
 TEST(double_free_of_a_large_or_huge_block_aborts)
 {
-    static const size_t sizes[] = {140 << 10, 300000, 1 << 20, 2 << 20, 4 << 20, 12 << 20};
+    static const size_t sizes[] = {140 << 10, 300000,  1 << 20,
+                                   2 << 20,   4 << 20, 12 << 20};
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
         for (uintptr_t between = NOTHING; between <= OTHER_BIG; between++)
-            expect_invalid_free(double_free, (void *)(((uintptr_t)sizes[k] << 4) | between));
+            expect_invalid_free(double_free,
+                                (void *)(((uintptr_t)sizes[k] << 4) | between));
 }
 
 static void free_inside_cached(void *arg)
@@ -281,9 +283,6 @@ static void free_inside_cached(void *arg)
     mote_free(p + 65536);
 }
 
-TEST(free_inside_a_cached_run_aborts)
-{
-    expect_invalid_free(free_inside_cached, NULL);
-}
+TEST(free_inside_a_cached_run_aborts) { expect_invalid_free(free_inside_cached, NULL); }
 
 TEST_MAIN()

@@ -84,8 +84,10 @@ TEST(free_blocks_inside_live_pages_go_back_with_no_call)
         if (now < peak - (long)(freed * 3 / 4) && purged >= freed / 8)
             break;
     }
-    fprintf(stderr, "rss %ld -> %ld -> %ld KiB; freed %zu KiB, released inside pages %llu KiB\n",
-            base >> 10, peak >> 10, now >> 10, freed >> 10, (unsigned long long)purged >> 10);
+    fprintf(stderr,
+            "rss %ld -> %ld -> %ld KiB; freed %zu KiB, released inside pages %llu KiB\n",
+            base >> 10, peak >> 10, now >> 10, freed >> 10,
+            (unsigned long long)purged >> 10);
     CHECK(purged >= freed / 8); /* the rest went back as wholly free pages */
     if (!TEST_SANITIZED)
         CHECK(now < peak - (long)(freed * 3 / 4));
@@ -187,7 +189,8 @@ TEST(pages_of_an_exited_thread_are_released_inside_too)
         if (now < peak - (long)(freed * 3 / 4))
             break;
     }
-    fprintf(stderr, "rss %ld -> %ld KiB, freed %zu KiB\n", peak >> 10, now >> 10, freed >> 10);
+    fprintf(stderr, "rss %ld -> %ld KiB, freed %zu KiB\n", peak >> 10, now >> 10,
+            freed >> 10);
     if (!TEST_SANITIZED)
         CHECK(now < peak - (long)(freed * 3 / 4));
     for (int i = 0; i < N; i += 16) {

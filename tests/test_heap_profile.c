@@ -141,11 +141,13 @@ static void child_sites(alloc_fn a, free_fn f)
 /* ---- reading pprof's answer ---- */
 
 /* Bytes pprof -top attributes to fn (flat), for sample index idx. */
-static double pprof_bytes(const char *bin, const char *prof, const char *idx, const char *fn)
+static double pprof_bytes(const char *bin, const char *prof, const char *idx,
+                          const char *fn)
 {
     char cmd[3 * PATH_MAX];
-    snprintf(cmd, sizeof cmd, "go tool pprof -top -unit=B -sample_index=%s '%s' '%s' 2>&1", idx,
-             bin, prof);
+    snprintf(cmd, sizeof cmd,
+             "go tool pprof -top -unit=B -sample_index=%s '%s' '%s' 2>&1", idx, bin,
+             prof);
     FILE *p = popen(cmd, "r");
     CHECK(p != NULL);
     char line[1024];
@@ -154,7 +156,8 @@ static double pprof_bytes(const char *bin, const char *prof, const char *idx, co
     while (fgets(line, sizeof line, p)) {
         char name[256];
         double flat;
-        if (sscanf(line, " %lfB %*s %*s %*s %*s %255s", &flat, name) == 2 && !strcmp(name, fn)) {
+        if (sscanf(line, " %lfB %*s %*s %*s %*s %255s", &flat, name) == 2 &&
+            !strcmp(name, fn)) {
             v = flat;
             seen = 1;
         }
@@ -162,8 +165,8 @@ static double pprof_bytes(const char *bin, const char *prof, const char *idx, co
     pclose(p);
     if (!seen && strcmp(idx, "inuse_space")) {
         fprintf(stderr, "pprof did not name %s (%s); its output:\n", fn, idx);
-        snprintf(cmd, sizeof cmd, "go tool pprof -top -sample_index=%s '%s' '%s' >&2", idx,
-                 bin, prof);
+        snprintf(cmd, sizeof cmd, "go tool pprof -top -sample_index=%s '%s' '%s' >&2",
+                 idx, bin, prof);
         (void)!system(cmd);
     }
     return v;
@@ -174,7 +177,8 @@ static void check_profile(const char *bin, const char *prof)
     for (size_t i = 0; i < sizeof truth / sizeof *truth; i++) {
         double in = pprof_bytes(bin, prof, "inuse_space", truth[i].fn);
         double al = pprof_bytes(bin, prof, "alloc_space", truth[i].fn);
-        fprintf(stderr, "%-18s in use %12.0f (true %12.0f)  allocated %12.0f (true %12.0f)\n",
+        fprintf(stderr,
+                "%-18s in use %12.0f (true %12.0f)  allocated %12.0f (true %12.0f)\n",
                 truth[i].fn, in, truth[i].inuse, al, truth[i].alloc);
         if (truth[i].inuse)
             CHECK(in >= truth[i].inuse * 0.9 && in <= truth[i].inuse * 1.1);
@@ -213,8 +217,13 @@ TEST(pprof_names_the_sites_with_their_sizes)
     char out[PATH_MAX + 300], atexit_path[PATH_MAX + 300];
     snprintf(out, sizeof out, "%s/on-demand.heap", dir);
     snprintf(atexit_path, sizeof atexit_path, "%s/at-exit.%%p.heap", dir);
-    const char *env[] = {"MOTE_HEAPPROFILE", atexit_path, "MOTE_HEAPPROFILE_RATE", "8K",
-                         "PROF_OUT", out, NULL};
+    const char *env[] = {"MOTE_HEAPPROFILE",
+                         atexit_path,
+                         "MOTE_HEAPPROFILE_RATE",
+                         "8K",
+                         "PROF_OUT",
+                         out,
+                         NULL};
     CHECK_EQ(run_child(env, self, "child_libmote_sites"), 0);
     CHECK(file_starts_with(out, "heap profile: "));
     check_profile(self, out);
@@ -226,9 +235,11 @@ static const char preload_prog[] =
     "#include <dlfcn.h>\n#include <fcntl.h>\n#include <stdlib.h>\n#include <string.h>\n"
     "#include <unistd.h>\n"
     "static void *volatile kept[60000]; static int nkept;\n"
-    "__attribute__((noinline)) void site_small_kept(void) { for (int i = 0; i < 20000; i++) "
+    "__attribute__((noinline)) void site_small_kept(void) { for (int i = 0; i < 20000; "
+    "i++) "
     "{ void *p = malloc(1000); memset(p, 1, 1000); kept[nkept++] = p; } }\n"
-    "__attribute__((noinline)) void site_bitmap_kept(void) { for (int i = 0; i < 1500; i++) "
+    "__attribute__((noinline)) void site_bitmap_kept(void) { for (int i = 0; i < 1500; "
+    "i++) "
     "kept[nkept++] = malloc(10000); }\n"
     "__attribute__((noinline)) void site_large_kept(void) { for (int i = 0; i < 40; i++) "
     "kept[nkept++] = calloc(1, 300000); }\n"
@@ -269,14 +280,16 @@ TEST(pprof_names_the_sites_of_a_program_under_ld_preload)
     CHECK(f != NULL);
     fputs(preload_prog, f);
     fclose(f);
-    snprintf(cmd, sizeof cmd, "cc -O2 -g -fno-omit-frame-pointer -fno-builtin -o '%s' '%s' -ldl",
-             prog, src);
+    snprintf(cmd, sizeof cmd,
+             "cc -O2 -g -fno-omit-frame-pointer -fno-builtin -o '%s' '%s' -ldl", prog,
+             src);
     CHECK(system(cmd) == 0);
     char out[PATH_MAX + 300], atexit_path[PATH_MAX + 300];
     snprintf(out, sizeof out, "%s/preload.heap", dir);
     snprintf(atexit_path, sizeof atexit_path, "%s/preload-exit.heap", dir);
-    const char *env[] = {"LD_PRELOAD", so, "MOTE_HEAPPROFILE", atexit_path,
-                         "MOTE_HEAPPROFILE_RATE", "8K", NULL};
+    const char *env[] = {
+        "LD_PRELOAD", so,  "MOTE_HEAPPROFILE", atexit_path, "MOTE_HEAPPROFILE_RATE",
+        "8K",         NULL};
     CHECK_EQ(run_child(env, prog, out), 0);
     check_profile(prog, out);
     /* the profile at exit: the kept blocks were freed by then */

@@ -95,8 +95,7 @@ static void check_splits(const char *s, size_t n)
         free(a);
         free(b);
         if (o.r != whole.r)
-            fprintf(stderr, "split at %zu of %zu: %d, whole: %d\n", k, n,
-                    o.r, whole.r);
+            fprintf(stderr, "split at %zu of %zu: %d, whole: %d\n", k, n, o.r, whole.r);
         check_same(&o, &whole);
     }
     outcome bytes = feed(s, n, 1);
@@ -173,10 +172,8 @@ static void test_keep_alive_rules(void)
               .req.keep_alive);
     /* HTTP/1.0: closes unless asked to keep the connection */
     CHECK(!expect_ok("GET / HTTP/1.0\r\n\r\n").req.keep_alive);
-    CHECK(expect_ok("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
-              .req.keep_alive);
-    CHECK(expect_ok("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n")
-              .req.keep_alive);
+    CHECK(expect_ok("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").req.keep_alive);
+    CHECK(expect_ok("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").req.keep_alive);
     CHECK(!expect_ok("GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n")
                .req.keep_alive);
     CHECK(!expect_ok("GET / HTTP/1.0\r\nKeep-Alive: 1\r\n\r\n").req.keep_alive);
@@ -364,12 +361,18 @@ static void test_bad_request_line(void)
 static void test_bad_version(void)
 {
     static const char *bad[] = {
-        "GET / HTTP/2.0\r\n\r\n",  "GET / HTTP/0.9\r\n\r\n",
-        "GET / HTTP/1.1 \r\n\r\n", "GET / http/1.1\r\nHost: a\r\n\r\n",
-        "GET / HTTP/1\r\n\r\n",    "GET / HTTP/1.10\r\n\r\n",
-        "GET / HTTP/1,1\r\n\r\n",  "GET / HTTP/1.x\r\n\r\n",
-        "GET / HTTP/11\r\n\r\n",   "GET / HTTPS/1.1\r\n\r\n",
-        "GET / HTTP/1.1x\r\n\r\n", "GET / a b\r\n\r\n",
+        "GET / HTTP/2.0\r\n\r\n",
+        "GET / HTTP/0.9\r\n\r\n",
+        "GET / HTTP/1.1 \r\n\r\n",
+        "GET / http/1.1\r\nHost: a\r\n\r\n",
+        "GET / HTTP/1\r\n\r\n",
+        "GET / HTTP/1.10\r\n\r\n",
+        "GET / HTTP/1,1\r\n\r\n",
+        "GET / HTTP/1.x\r\n\r\n",
+        "GET / HTTP/11\r\n\r\n",
+        "GET / HTTPS/1.1\r\n\r\n",
+        "GET / HTTP/1.1x\r\n\r\n",
+        "GET / a b\r\n\r\n",
         "GET /a b HTTP/1.1\r\nHost: a\r\n\r\n",
         "GET /  HTTP/1.1\r\nHost: a\r\n\r\n",
     };
@@ -394,8 +397,10 @@ static void test_bad_headers(void)
         "GET / HTTP/1.1\r\nHost: a\r\nX\xc3\xa9: v\r\n\r\n",
         "GET / HTTP/1.1\r\nHost: a\r\nX/Y: v\r\n\r\n",
         /* controls in a value, a bare CR anywhere */
-        "GET / HTTP/1.1\r\nHost: a\r\nX: a\x01" "b\r\n\r\n",
-        "GET / HTTP/1.1\r\nHost: a\r\nX: a\x7f" "b\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a\r\nX: a\x01"
+        "b\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a\r\nX: a\x7f"
+        "b\r\n\r\n",
         "GET / HTTP/1.1\r\nHost: a\r\nX: a\rb\r\n\r\n",
         "GET / HTTP/1.1\r\nHost: a\r\nX: ab\r\r\n\r\n",
         "GET / HTTP/1.1\r\nHost: a\rX: b\r\n\r\n",
@@ -461,8 +466,7 @@ static void test_early_rejection(void)
     CHECK_EQ(parse_str("GET / HTTP/1.1\r\nHost : a\r\n").r, HTTP_ERR_SYNTAX);
     CHECK_EQ(parse_str("FOO BAR\r\n").r, HTTP_ERR_SYNTAX);
     CHECK_EQ(parse_str("GET / HTTP/3.0\r\n").r, HTTP_ERR_VERSION);
-    CHECK_EQ(parse_str("POST / HTTP/1.1\r\nContent-Length: x\r\n").r,
-             HTTP_ERR_LENGTH);
+    CHECK_EQ(parse_str("POST / HTTP/1.1\r\nContent-Length: x\r\n").r, HTTP_ERR_LENGTH);
     /* ...and not before: a complete good line with no blank line yet */
     CHECK_EQ(parse_str("GET / HTTP/1.1\r\nHost: a\r\n").r, HTTP_INCOMPLETE);
     CHECK_EQ(parse_str("GET / HTTP/1.1\r\nHost: a\r").r, HTTP_INCOMPLETE);
@@ -488,16 +492,20 @@ static void test_every_byte(void)
         else
             CHECK_EQ(r, tchar ? HTTP_DONE : HTTP_ERR_SYNTAX);
         /* in a header name */
-        n = snprintf(buf, sizeof buf, "GET / HTTP/1.1\r\nHost: a\r\nX%cY: v\r\n"
-                                      "\r\n", c);
+        n = snprintf(buf, sizeof buf,
+                     "GET / HTTP/1.1\r\nHost: a\r\nX%cY: v\r\n"
+                     "\r\n",
+                     c);
         r = feed(buf, (size_t)n, 0).r;
         if (c == ':') /* "X:Y: v" is name X, value "Y: v" */
             CHECK_EQ(r, HTTP_DONE);
         else
             CHECK_EQ(r, tchar ? HTTP_DONE : HTTP_ERR_SYNTAX);
         /* in a header value */
-        n = snprintf(buf, sizeof buf, "GET / HTTP/1.1\r\nHost: a\r\nX: a%cb\r\n"
-                                      "\r\n", c);
+        n = snprintf(buf, sizeof buf,
+                     "GET / HTTP/1.1\r\nHost: a\r\nX: a%cb\r\n"
+                     "\r\n",
+                     c);
         r = feed(buf, (size_t)n, 0).r;
         int field = c == '\t' || (c >= 0x20 && c != 0x7f);
         if (c == '\n') /* ends the line: "b" is then a line with no colon */
@@ -605,11 +613,11 @@ static void test_error_status(void)
  * the bytes were split. */
 static void test_random_inputs(void)
 {
-    static const char *pieces[] = {"GET", " ", "/", "HTTP/1.1", "HTTP/1.0",
-                                   "\r\n", "\n", "\r", ":", "Host", "a",
-                                   "Content-Length", "5", "Connection",
-                                   "close", "\t", ",", "Transfer-Encoding",
-                                   "\x00", "\x80", "\r\n\r\n"};
+    static const char *pieces[] = {
+        "GET",  " ",          "/",       "HTTP/1.1", "HTTP/1.0", "\r\n",
+        "\n",   "\r",         ":",       "Host",     "a",        "Content-Length",
+        "5",    "Connection", "close",   "\t",       ",",        "Transfer-Encoding",
+        "\x00", "\x80",       "\r\n\r\n"};
     uint64_t x = 0x9e3779b97f4a7c15ull;
     char buf[512];
     int done = 0;
@@ -639,23 +647,38 @@ static void test_random_inputs(void)
 
 /* ---- driver ------------------------------------------------------------------ */
 
-#define CASE(f) {#f, f}
+#define CASE(f) \
+    {           \
+#f, f   \
+    }
 static const struct {
     const char *name;
     void (*fn)(void);
 } cases[] = {
-    CASE(test_simple_get),          CASE(test_wrk_request),
-    CASE(test_keep_alive_rules),    CASE(test_versions),
-    CASE(test_host_rules),          CASE(test_content_length),
-    CASE(test_bare_lf),             CASE(test_leading_empty_lines),
-    CASE(test_methods_and_targets), CASE(test_header_values),
-    CASE(test_expect_continue),     CASE(test_pipelined),
-    CASE(test_pipelined_then_bad),  CASE(test_bad_request_line),
-    CASE(test_bad_version),         CASE(test_bad_headers),
-    CASE(test_bad_content_length),  CASE(test_transfer_coding),
-    CASE(test_early_rejection),     CASE(test_every_byte),
-    CASE(test_oversize),            CASE(test_header_count),
-    CASE(test_error_status),        CASE(test_random_inputs),
+    CASE(test_simple_get),
+    CASE(test_wrk_request),
+    CASE(test_keep_alive_rules),
+    CASE(test_versions),
+    CASE(test_host_rules),
+    CASE(test_content_length),
+    CASE(test_bare_lf),
+    CASE(test_leading_empty_lines),
+    CASE(test_methods_and_targets),
+    CASE(test_header_values),
+    CASE(test_expect_continue),
+    CASE(test_pipelined),
+    CASE(test_pipelined_then_bad),
+    CASE(test_bad_request_line),
+    CASE(test_bad_version),
+    CASE(test_bad_headers),
+    CASE(test_bad_content_length),
+    CASE(test_transfer_coding),
+    CASE(test_early_rejection),
+    CASE(test_every_byte),
+    CASE(test_oversize),
+    CASE(test_header_count),
+    CASE(test_error_status),
+    CASE(test_random_inputs),
 };
 
 int main(int argc, char **argv)

@@ -137,16 +137,17 @@ static void main_task(void *arg)
     long w = atomic_load(&wakes) - wakes0;
     int64_t thaws = bench_metric("/stacks/thaws:events") - thn0;
     const char *fz = getenv("MOTE_STACK_FREEZE");
-    printf("kind=sleepers impl=mote n=%ld mean_ms=%lld freeze=%s rss_pt=%.0f per_task=%.0f "
-           "wakes_per_s=%.0f cpu_s_per_s=%.3f cpu_us_per_wake=%.2f late_p50_us=%.0f "
-           "late_p99_us=%.0f freeze_cpu_ms=%.1f thaws=%lld thaw_us=%.2f frozen_end=%lld\n",
-           n_tasks, (long long)(mean_ns / 1000000), fz ? fz : "default",
-           samples ? sum / samples : -1.0, samples ? sum / samples / n_tasks : -1.0,
-           w / span, cpu / span, w ? cpu / w * 1e6 : 0.0, late_quantile(0.5),
-           late_quantile(0.99),
-           (bench_metric("/stacks/freeze/cpu:ns") - fz0) / 1e6, (long long)thaws,
-           thaws ? (bench_metric("/stacks/thaws/cpu:ns") - th0) / 1e3 / thaws : 0.0,
-           (long long)bench_metric("/stacks/frozen:tasks"));
+    printf(
+        "kind=sleepers impl=mote n=%ld mean_ms=%lld freeze=%s rss_pt=%.0f per_task=%.0f "
+        "wakes_per_s=%.0f cpu_s_per_s=%.3f cpu_us_per_wake=%.2f late_p50_us=%.0f "
+        "late_p99_us=%.0f freeze_cpu_ms=%.1f thaws=%lld thaw_us=%.2f frozen_end=%lld\n",
+        n_tasks, (long long)(mean_ns / 1000000), fz ? fz : "default",
+        samples ? sum / samples : -1.0, samples ? sum / samples / n_tasks : -1.0,
+        w / span, cpu / span, w ? cpu / w * 1e6 : 0.0, late_quantile(0.5),
+        late_quantile(0.99), (bench_metric("/stacks/freeze/cpu:ns") - fz0) / 1e6,
+        (long long)thaws,
+        thaws ? (bench_metric("/stacks/thaws/cpu:ns") - th0) / 1e3 / thaws : 0.0,
+        (long long)bench_metric("/stacks/frozen:tasks"));
     fflush(stdout);
 }
 

@@ -107,11 +107,11 @@ HEAP_COLD void mote__heap_init_slow(void)
  * entry point then keeps its frame, which the profiler's stack walk starts
  * from (its return address is the allocating code).  Costs nothing on the
  * fast path. */
-#define HEAP_CALL(x)                               \
-    ({                                             \
-        __typeof__(x) heap_r_ = (x);               \
-        __asm__ volatile("" : : "r"(heap_r_));     \
-        heap_r_;                                   \
+#define HEAP_CALL(x)                           \
+    ({                                         \
+        __typeof__(x) heap_r_ = (x);           \
+        __asm__ volatile("" : : "r"(heap_r_)); \
+        heap_r_;                               \
     })
 /* malloc itself instead ends in a tail call into its slow path (gcc keeps
  * its fast path frameless that way; clang pops its frame first): the slow
@@ -505,10 +505,7 @@ MOTE_API int malloc_trim(size_t pad)
 MOTE_API void *__libc_malloc(size_t size) { return heap_malloc_inline(size, true); }
 MOTE_API void __libc_free(void *p) { heap_free_inline(p); }
 MOTE_API void *__libc_calloc(size_t n, size_t size) { return heap_calloc(n, size); }
-MOTE_API void *__libc_realloc(void *p, size_t size)
-{
-    return heap_realloc(p, size);
-}
+MOTE_API void *__libc_realloc(void *p, size_t size) { return heap_realloc(p, size); }
 MOTE_API void *__libc_memalign(size_t align, size_t size)
 {
     return memalign(align, size);

@@ -273,7 +273,8 @@ static inline unsigned page_index(const heap_page *pg)
 
 void mote__arena_page_free(heap_page *pg)
 {
-    run_free(heap_segment_of(pg->start), page_index(pg), pg->slices, mote__os_coarse_ms());
+    run_free(heap_segment_of(pg->start), page_index(pg), pg->slices,
+             mote__os_coarse_ms());
     mote__scavenger_note_dirty();
 }
 
@@ -391,7 +392,8 @@ static heap_page *cache_take_large(size_t size, uintptr_t a)
             continue;
         uintptr_t first = ((uintptr_t)pg->start + a - 1) & ~(a - 1);
         size_t need_bytes = first + size - (uintptr_t)pg->start;
-        unsigned need = (unsigned)((need_bytes + HEAP_SLICE_SIZE - 1) >> HEAP_SLICE_SHIFT);
+        unsigned need =
+            (unsigned)((need_bytes + HEAP_SLICE_SIZE - 1) >> HEAP_SLICE_SHIFT);
         if (need > pg->slices || (best && pg->slices >= best->slices))
             continue;
         best = pg;
@@ -466,7 +468,8 @@ void *mote__arena_large_alloc(size_t size, size_t align)
     page_used_set(pg, 1);
     pg->zeroed = zero;
     pg->first = (uint8_t *)(((uintptr_t)pg->start + a - 1) & ~(a - 1));
-    pg->usable = (size_t)(pg->start + ((size_t)pg->slices << HEAP_SLICE_SHIFT) - pg->first);
+    pg->usable =
+        (size_t)(pg->start + ((size_t)pg->slices << HEAP_SLICE_SHIFT) - pg->first);
     mote__assert(pg->usable >= size);
     FETCH_ADD(&st_large_inuse, pg->usable, RELAXED);
     heap_lock_release(&mote__heap_arena_lock);
@@ -567,8 +570,9 @@ void *mote__arena_huge_alloc(size_t size, size_t align)
     page_used_set(pg, 1);
     FETCH_ADD(&st_huge_inuse, pg->usable, RELAXED);
     FETCH_ADD(&st_huge_count, 1, RELAXED);
-    heap_segmap_set((uintptr_t)pg->first >> HEAP_SEG_SHIFT,
-                    (uint8_t)(2 + (((uintptr_t)pg->first - (uintptr_t)seg) >> HEAP_SEG_SHIFT)));
+    heap_segmap_set(
+        (uintptr_t)pg->first >> HEAP_SEG_SHIFT,
+        (uint8_t)(2 + (((uintptr_t)pg->first - (uintptr_t)seg) >> HEAP_SEG_SHIFT)));
     return pg->first;
 }
 
@@ -611,7 +615,8 @@ typedef struct bm_claim {
 
 /* Lock held.  Claims what is due into out[0..max); sets *next to the ms
  * until the next page is due (or 0 when out was too small). */
-static int bm_claim_due(uint32_t decay_ms, uint32_t now, bm_claim *out, int max, long *next)
+static int bm_claim_due(uint32_t decay_ms, uint32_t now, bm_claim *out, int max,
+                        long *next)
 {
     int n = 0;
     if (!LOAD(&mote__heap_bm_dirty, RELAXED))

@@ -99,16 +99,16 @@ typedef struct __attribute__((aligned(128))) heap_page {
                                   out; read by remote frees (bitmap pages:
                                   tagged, see page_owner) */
     uint64_t div_magic;        /* ceil(2^40 / bsize): offset -> block index */
-    uint64_t prof_info;        /* large/huge sampled by the profiler: bucket << 40 | size */
-    uint32_t bsize;            /* block size (small and bitmap pages) */
-    uint32_t reserved;         /* blocks that fit */
-    uint32_t slices;           /* length of the run */
-    uint8_t cls;               /* size class, 0 for large/huge */
-    uint8_t kind;              /* HEAP_PAGE_* */
-    uint8_t zeroed;            /* large/huge: the block is known to be zero */
-    uint8_t prof;              /* holds blocks sampled by the profiler (stats.c) */
-    uint32_t purge_allocs;     /* bitmap: allocs when purged was last right (arena lock) */
-    uint32_t cached_ms;        /* large/huge in the arena's cache: when freed */
+    uint64_t prof_info;    /* large/huge sampled by the profiler: bucket << 40 | size */
+    uint32_t bsize;        /* block size (small and bitmap pages) */
+    uint32_t reserved;     /* blocks that fit */
+    uint32_t slices;       /* length of the run */
+    uint8_t cls;           /* size class, 0 for large/huge */
+    uint8_t kind;          /* HEAP_PAGE_* */
+    uint8_t zeroed;        /* large/huge: the block is known to be zero */
+    uint8_t prof;          /* holds blocks sampled by the profiler (stats.c) */
+    uint32_t purge_allocs; /* bitmap: allocs when purged was last right (arena lock) */
+    uint32_t cached_ms;    /* large/huge in the arena's cache: when freed */
     /* ---- second line: written by the owner on every malloc and free ---- */
     __attribute__((aligned(64))) heap_block *free; /* blocks ready to hand out */
     uint32_t used;     /* blocks out (includes blocks freed by other threads not
@@ -207,7 +207,7 @@ typedef struct heap_tcache {
     uint64_t prof_rng;  /* xorshift state for the sampling intervals */
     uintptr_t stack_hi; /* top of this thread's stack (0: not known yet) */
     uintptr_t stack_lo_;
-    int prof_busy;      /* inside the profiler: no sampling */
+    int prof_busy; /* inside the profiler: no sampling */
     /* ---- written by other threads: on a line of their own ---- */
     __attribute__((aligned(64))) uintptr_t inbox; /* messages and single blocks
                                                      freed into our pages (push,
@@ -221,10 +221,7 @@ static inline heap_tcache *page_owner(const heap_page *pg)
     return (heap_tcache *)((uintptr_t)pg->owner & ~(uintptr_t)1);
 }
 
-static inline uint64_t bm_all(const heap_page *pg)
-{
-    return (1ULL << pg->reserved) - 1;
-}
+static inline uint64_t bm_all(const heap_page *pg) { return (1ULL << pg->reserved) - 1; }
 
 static inline uint32_t page_used(const heap_page *pg) { return LOAD(&pg->used, RELAXED); }
 static inline void page_used_set(heap_page *pg, uint32_t v)
@@ -305,7 +302,7 @@ static inline void heap_ensure_init(void)
 extern heap_lock mote__heap_arena_lock;
 heap_page *mote__arena_page_alloc(uint32_t slices, bool *zero); /* arena lock held */
 heap_page *mote__arena_page_alloc_ex(uint32_t slices, bool *zero, bool clean_first);
-void mote__arena_page_free(heap_page *pg);                      /* arena lock held */
+void mote__arena_page_free(heap_page *pg); /* arena lock held */
 void *mote__arena_large_alloc(size_t size, size_t align);
 void mote__arena_large_free(heap_page *pg);
 void *mote__arena_huge_alloc(size_t size, size_t align);

@@ -111,8 +111,7 @@ void mote__stats_print_at_exit(void)
             (unsigned long long)s.caches, (unsigned long long)s.a.cache_count,
             (unsigned long long)s.a.cache_bytes, (unsigned long long)s.a.cache_hits,
             (unsigned long long)s.a.cache_misses, (unsigned long long)s.a.purged_total,
-            mote__heap_cfg.decay_ms,
-            (unsigned long long)mote__heap_cfg.limit);
+            mote__heap_cfg.decay_ms, (unsigned long long)mote__heap_cfg.limit);
         bool first = true;
         for (unsigned c = 1; c < HEAP_NCLS; c++) {
             if (!s.u.pages[c])
@@ -270,7 +269,8 @@ static int64_t prof_interval(heap_tcache *h)
         e--;
     }
     double t = (u - 1.0) / (u + 1.0), t2 = t * t;
-    double ln_m = 2.0 * t * (1.0 + t2 * (1.0 / 3 + t2 * (1.0 / 5 + t2 * (1.0 / 7 + t2 / 9))));
+    double ln_m =
+        2.0 * t * (1.0 + t2 * (1.0 / 3 + t2 * (1.0 / 5 + t2 * (1.0 / 7 + t2 / 9))));
     double ln_u = ln_m + (double)e * 0.69314718055994530942;
     double v = -ln_u * (double)mote__heap_cfg.prof_rate;
     return v < 1.0 ? 1 : v > 4e18 ? (int64_t)4e18 : (int64_t)v;
@@ -445,7 +445,8 @@ void mote__prof_free(heap_page *pg, const void *p)
     uint32_t b = (uint32_t)(info >> 40);
     if (b >= PROF_BUCKETS || !prof_table)
         return;
-    prof_counts *c = &prof_stripe[LOAD(&mote__heap_tls, RELAXED)->id & (PROF_STRIPES - 1)][b];
+    prof_counts *c =
+        &prof_stripe[LOAD(&mote__heap_tls, RELAXED)->id & (PROF_STRIPES - 1)][b];
     FETCH_ADD(&c->free_count, 1, RELAXED);
     FETCH_ADD(&c->free_bytes, info & ((1ULL << 40) - 1), RELAXED);
 }

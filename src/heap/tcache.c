@@ -112,9 +112,10 @@ __attribute__((unused)) static bool tcache_valid(heap_tcache *h)
                 pg->kind != (bm ? HEAP_PAGE_BITMAP : HEAP_PAGE_SMALL) ||
                 (bm && pg->owner == h))
                 return false;
-            if (bm && page_used(pg) != pg->reserved -
-                                          (uint32_t)__builtin_popcountll(
-                                              LOAD(&pg->bits, RELAXED) & bm_all(pg)) &&
+            if (bm &&
+                page_used(pg) !=
+                    pg->reserved - (uint32_t)__builtin_popcountll(
+                                       LOAD(&pg->bits, RELAXED) & bm_all(pg)) &&
                 !(LOAD(&pg->bits, RELAXED) & HEAP_BM_PURGING))
                 return false;
             cur_found |= pg == h->cur[c];
@@ -503,7 +504,8 @@ static void tcache_thread_exit(void *arg)
     h->pool_next = pool;
     pool = h;
     heap_lock_release(&pool_lock);
-    if (kept || LOAD(&h->inbox, SEQ_CST) || (h->shadow && LOAD(&h->shadow->inbox, SEQ_CST)))
+    if (kept || LOAD(&h->inbox, SEQ_CST) ||
+        (h->shadow && LOAD(&h->shadow->inbox, SEQ_CST)))
         mote__scavenger_kick();
 }
 
@@ -621,7 +623,8 @@ static void *tcache_alloc_bitmap(heap_tcache *h, unsigned cls)
     }
     bool zero;
     heap_lock_acquire(&mote__heap_arena_lock);
-    pg = mote__arena_page_alloc_ex(mote__sizeclass_slices[cls], &zero, h->shadow_of != NULL);
+    pg = mote__arena_page_alloc_ex(mote__sizeclass_slices[cls], &zero,
+                                   h->shadow_of != NULL);
     if (pg)
         mote__page_init_bitmap(pg, h, cls, zero);
     heap_lock_release(&mote__heap_arena_lock);
@@ -677,7 +680,8 @@ static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
     }
     bool zero;
     heap_lock_acquire(&mote__heap_arena_lock);
-    pg = mote__arena_page_alloc_ex(mote__sizeclass_slices[cls], &zero, h->shadow_of != NULL);
+    pg = mote__arena_page_alloc_ex(mote__sizeclass_slices[cls], &zero,
+                                   h->shadow_of != NULL);
     if (pg)
         mote__page_init_small(pg, h, cls);
     heap_lock_release(&mote__heap_arena_lock);
