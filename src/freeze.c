@@ -139,15 +139,17 @@ void mote__freeze_thaw(task *t, enum freeze_cause cause)
             int64_t t0 = mote__os_now_ns();
             fz_unlock(t, FZ_THAWING);
             fz_image *img = t->fz_img;
-            int r = fz_restore(t, img, v & FZ_DEEP);
+            /* Counted before the copy: it wakes a faulting thread, which
+             * may look at the metrics next and must see its thaw. */
             FETCH_SUB(&fz.bytes, img->len, RELAXED);
             FETCH_SUB(&fz.frozen, 1, RELAXED);
+            FETCH_ADD(&fz.thaws[cause], 1, RELAXED);
+            int r = fz_restore(t, img, v & FZ_DEEP);
             uint8_t outcome = fz_outcome(img);
             mote_free(img);
             t->trim_link = (list_node){NULL, NULL};
             STORE(&t->fz, FZ_ACTIVE | outcome, RELEASE);
             FETCH_SUB(&mote__freeze_nfrozen, 1, RELAXED);
-            FETCH_ADD(&fz.thaws[cause], 1, RELAXED);
             FETCH_ADD(&fz.thaw_ns, (uint64_t)(mote__os_now_ns() - t0), RELAXED);
             if (r)
                 fprintf(stderr, "mote: cannot thaw the stack of task %llu: %s\n",
