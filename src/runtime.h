@@ -55,6 +55,7 @@ typedef struct worker {
     timer_heap timers;
     stack_cache stacks;
     task *dead;            /* exited; released after the next switch */
+    task *exited;          /* a sampled task jumped out; its books are ours */
     int64_t starved_since; /* no stack could be mapped: back off */
     int64_t last_poll;     /* when this worker last polled (ns) */
     bool chores;           /* due: to do in the worker's own context */

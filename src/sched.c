@@ -138,6 +138,8 @@ static void sched_release_dead(worker *w)
     }
 }
 
+static void sched_exit_books(worker *w, task *t);
+
 void mote__sched_switch(worker *w, task *from, task *to)
 {
     arch_ctx *fc = from ? &from->ctx : &w->sched_ctx;
@@ -159,6 +161,16 @@ void mote__sched_switch(worker *w, task *from, task *to)
     mote__arch_switch(fc, tc);
     errno = saved_errno;
     sanfiber_landed(fs);
+    task *x = w->exited;
+    if (x) { /* only ever on landing in the worker's own context */
+        mote__assert(!from);
+        w->exited = NULL;
+        w->current = NULL;
+        mote__current_task = NULL;
+        STORE(&w->running, NULL, SEQ_CST);
+        COUNT(&w->switches, 1);
+        sched_exit_books(w, x);
+    }
     sched_release_dead(w);
 }
 
@@ -441,7 +453,9 @@ static void *sched_thread(void *arg)
 
 /* ---- a task's life ---------------------------------------------------------- */
 
-static _Noreturn void sched_exit(worker *w, task *t)
+/* The books of an exit; on the task's stack, or on the worker's after a
+ * sampled task jumped there (sched_exit_sampled). */
+static void sched_exit_books(worker *w, task *t)
 {
     list_remove(&w->all, &t->all_link);
     if (t->timer_idx != TIMER_NONE)
@@ -451,10 +465,25 @@ static _Noreturn void sched_exit(worker *w, task *t)
     if (t->is_main)
         sched_stop_all();
     w->dead = t;
-    /* A sampled task is measured before anything else runs on its stack:
-     * the next pick would, and its frames are not the task's. */
-    mote__sched_switch(w, t, t->hw_sample ? NULL : mote__sched_pick(w));
+}
+
+static _Noreturn void sched_exit(worker *w, task *t)
+{
+    sched_exit_books(w, t);
+    mote__sched_switch(w, t, mote__sched_pick(w));
     __builtin_unreachable();
+}
+
+/* A sampled task is measured after it exits (trim.c: the lowest word
+ * written), so nothing of the exit may write below the frames its function
+ * used: it jumps to the worker's context straight from task_entry, whose
+ * call to it reuses the slot of fn's return address, and the worker keeps
+ * the books (mote__sched_switch, on landing). */
+static _Noreturn void sched_exit_sampled(worker *w, task *t)
+{
+    w->exited = t;
+    sanfiber_enter(&t->san, 1, &w->san);
+    mote__arch_jump(&w->sched_ctx);
 }
 
 static void task_entry(void *arg)
@@ -465,9 +494,26 @@ static void task_entry(void *arg)
     sched_release_dead(w);
     uintptr_t rsp;
     __asm__ volatile("mov %%rsp, %0" : "=r"(rsp));
+#if !defined(SANFIBER_ASAN) && !defined(SANFIBER_TSAN)
+    if (t->hw_sample) {
+        /* The release just above ran on this stack, below our frame: wipe
+         * its words (trim_on_start zeroed the top page before it), or a
+         * shallow task would be measured as deep as the previous task's
+         * exit.  Volatile stores, not memset: a call would write a return
+         * address into the range.  (Sanitizers poison what lies below a
+         * stack pointer; their depths are not exact anyway.) */
+        uintptr_t keep = stack_top(&t->stack) - OS_PAGE;
+        mote__assert(rsp > keep && rsp - keep <= OS_PAGE);
+        for (volatile uint64_t *p = (volatile uint64_t *)keep; (uintptr_t)p < rsp - 8;
+             p++)
+            *p = 0;
+    }
+#endif
     mote__stackprof_note_entry(stack_top(&t->stack), rsp);
     t->fn(t->arg);
-    sched_exit(t->worker, t);
+    if (t->hw_sample)
+        sched_exit_sampled(w, t);
+    sched_exit(w, t);
 }
 
 /* ---- mote_run ------------------------------------------------------------------------ */

@@ -25,6 +25,10 @@ typedef struct arch_ctx {
 /* Saves the running context into from and resumes to. */
 void mote__arch_switch(arch_ctx *from, arch_ctx *to);
 
+/* Resumes to and saves nothing: for a context that will never run again.
+ * Its only mark on the abandoned stack is the call's return address. */
+_Noreturn void mote__arch_jump(arch_ctx *to);
+
 /* Entry trampoline (assembly): calls arch_entry_fn(arch_entry_arg) with the
  * values arch_ctx_init stored, on a properly aligned stack. */
 void mote__arch_task_trampoline(void);

@@ -467,6 +467,45 @@ def mode_spawn(tool, src, work, cc, include, motelib):
     return 0
 
 
+def mode_live(tool, src, work, ccs, include, motelib):
+    """The runtime's measured depths against the static bounds: entries
+    whose whole call tree the tool sees must measure exactly within their
+    bound (above it is an analysis bug) and not far below it."""
+    os.makedirs(work, exist_ok=True)
+    want = {"entry_chain", "entry_big", "entry_wide", "entry_shallow"}
+    for cc in ccs.split(";"):
+        for opt in ("-O0", "-O2"):
+            name = "%s %s" % (os.path.basename(cc), opt)
+            exe = os.path.join(work, "live-%s%s" % (os.path.basename(cc), opt))
+            report = exe + ".report"
+            sh([cc, opt, "-g", "-I", include, os.path.join(src, "live.c"), motelib, "-o", exe,
+                "-lpthread", "-lm"])
+            sh([exe, report])
+            r = run([tool, "check", exe, report, "--json"])
+            try:
+                d = json.loads(r.stdout)
+            except ValueError:
+                fail("%s: mote-stack check said (%d): %s%s" % (name, r.returncode, r.stdout, r.stderr))
+                continue
+            if d["violations"] or r.returncode != 0:
+                fail("%s: %d violations (exit %d)" % (name, d["violations"], r.returncode))
+            seen = set()
+            for e in d["entries"]:
+                if e["name"] not in want:
+                    continue
+                seen.add(e["name"])
+                m, b = e["max_depth"], e["bound"]
+                if not e["sampled"] or not e["complete"]:
+                    fail("%s: %s sampled %d, complete %s" % (name, e["name"], e["sampled"], e["complete"]))
+                elif m > b or b > 2 * m:
+                    fail("%s: %s measured %d, bound %d" % (name, e["name"], m, b))
+                else:
+                    print("%s: %-14s measured %6d  bound %6d" % (name, e["name"], m, b))
+            if seen != want:
+                fail("%s: entries %s, want %s" % (name, sorted(seen), sorted(want)))
+    return 0
+
+
 def mode_calibrate(tool, work):
     os.makedirs(work, exist_ok=True)
     out = os.path.join(work, "costs.txt")
@@ -530,6 +569,8 @@ def main():
         rc = mode_traces(tool, args[0], args[1])
     elif mode == "spawn":
         rc = mode_spawn(tool, *args)
+    elif mode == "live":
+        rc = mode_live(tool, *args)
     elif mode == "calibrate":
         rc = mode_calibrate(tool, args[0])
     elif mode == "story":

@@ -7,6 +7,10 @@
  * floating-point control state keeps a task's rounding mode and exception
  * masks its own even when another task on the same thread changes them.
  *
+ * mote__arch_jump(to): the second half alone - loads to->sp and restores;
+ * an exiting task leaves with it, so nothing of the exit lands on its
+ * stack below the frames it used (the runtime measures that depth).
+ *
  * mote__arch_task_trampoline: first "return address" of a new context.  It calls
  * r12(r13) with a 16-byte aligned stack; rip is marked undefined in the CFI so
  * debuggers and unwinders stop here instead of walking into garbage.
@@ -41,6 +45,26 @@ mote__arch_switch:
     ret
     .cfi_endproc
     .size   mote__arch_switch, .-mote__arch_switch
+
+    .globl  mote__arch_jump
+    .hidden mote__arch_jump
+    .type   mote__arch_jump, @function
+    .p2align 4
+mote__arch_jump:
+    .cfi_startproc
+    movq    (%rdi), %rsp
+    ldmxcsr (%rsp)
+    fldcw   4(%rsp)
+    addq    $8, %rsp
+    popq    %r15
+    popq    %r14
+    popq    %r13
+    popq    %r12
+    popq    %rbx
+    popq    %rbp
+    ret
+    .cfi_endproc
+    .size   mote__arch_jump, .-mote__arch_jump
 
     .globl  mote__arch_task_trampoline
     .hidden mote__arch_task_trampoline
