@@ -7,6 +7,7 @@ set(MOTE_HEAP_SOURCES
   src/heap/arena.c
   src/heap/lock.c
   src/heap/page.c
+  src/heap/profile.c
   src/heap/scavenger.c
   src/heap/sizeclass.c
   src/heap/stats.c

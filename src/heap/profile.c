@@ -1,0 +1,482 @@
+/*
+ * profile.c - the sampling heap profiler (MOTE_HEAPPROFILE,
+ * MOTE_HEAPPROFILE_RATE, mote_heap_profile_write).
+ *
+ * Sampling: each cache counts the bytes its thread allocates down from an
+ * interval drawn from an exponential distribution of mean R (the rate), in
+ * the malloc fast path (one subtraction on the cache, tested with the
+ * free-list check); at INT64_MAX when off.  So allocations are sampled as
+ * a Poisson process over bytes: one of n bytes with probability
+ * 1 - exp(-n/R), which is what `go tool pprof` assumes when it scales
+ * "heap_v2/R" samples back to totals.
+ *
+ * A sampled small block is served by the cache's shadow cache, in the
+ * smallest power-of-two class big enough for a 16-byte trailer {magic ^ address, bucket << 40 | size}
+ * after the user's bytes; the shadow's pages are not the thread's, so their
+ * free misses the free fast path and the slow path sees page->prof.  A
+ * sampled large or huge block keeps bucket and size in its page
+ * descriptor.  Nothing is added to the free fast path.
+ *
+ * Call stacks: the public entry points never tail-call out of themselves,
+ * so the slow path's caller is always the entry point's frame: its return
+ * address (the allocating code, always right), then the program's
+ * frame-pointer chain above it, walked only within this thread's stack (so code without frame pointers ends the stack early,
+ * never reads wild memory; on a mote task's stack only the first frame is
+ * recorded).  Buckets: an open-addressed table of up to 32768 stacks in
+ * its own mapping, claimed with one CAS and read without locks; counters
+ * are relaxed atomics, striped by thread.  Beyond that, samples go to one "other stacks"
+ * bucket so the totals stay right.
+ *
+ * Output: the text heap profile format `go tool pprof` reads
+ * (heap_v2/R header, one line per stack: in-use objects and bytes, then
+ * allocated objects and bytes, raw sampled counts, then the process's
+ * memory map), written with write(2) and no allocation.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "heap/heap.h"
+#include "heap/internal.h"
+#include "os/os.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+
+#define PROF_DEPTH   32
+#define PROF_BUCKETS (1u << 15)
+#define PROF_PROBES  64
+#define PROF_MAGIC   0x70726f66696c6521ULL /* "profile!" */
+#define PROF_OTHER   0u                    /* bucket 0: stacks that found no room */
+
+typedef struct prof_bucket {
+    uint64_t key; /* 0 free, 1 being filled, else the stack's hash (>= 2) */
+    uint32_t depth;
+    uint32_t pad_;
+    uintptr_t pc[PROF_DEPTH];
+} prof_bucket;
+
+/* A bucket's counters, striped by thread (cache id) so that threads
+ * sampling the same stack do not fight over one cache line; a write adds
+ * the stripes up.  Relaxed atomics. */
+#define PROF_STRIPES 8
+typedef struct prof_counts {
+    uint64_t alloc_count, alloc_bytes, free_count, free_bytes;
+} prof_counts;
+
+int mote__prof_on;
+static prof_bucket *prof_table;
+static prof_counts *prof_stripe[PROF_STRIPES]; /* [stripe][bucket] */
+/* Indices of the buckets in use (+1; 0: being published), so a write reads
+ * only those, not the whole table (untouched pages of it would each fault
+ * in the zero page). */
+static uint32_t prof_used[PROF_BUCKETS];
+static uint32_t prof_nused;
+static int prof_pid; /* the process that read MOTE_HEAPPROFILE */
+
+void mote__prof_init(void)
+{
+    if (!mote__heap_cfg.prof_path)
+        return;
+    size_t tsize = sizeof(prof_bucket) * PROF_BUCKETS;
+    size_t csize = sizeof(prof_counts) * PROF_BUCKETS;
+    uint8_t *m = mote__os_map_aligned(tsize + csize * PROF_STRIPES, HEAP_OS_PAGE, true);
+    prof_table = (prof_bucket *)m;
+    for (int k = 0; m && k < PROF_STRIPES; k++)
+        prof_stripe[k] = (prof_counts *)(m + tsize + csize * (size_t)k);
+    if (!prof_table) {
+        mote__os_write_err("mote: MOTE_HEAPPROFILE: no memory for the profile table; "
+                           "profiler off\n");
+        return;
+    }
+    prof_table[PROF_OTHER].key = 2;
+    prof_used[0] = PROF_OTHER + 1;
+    prof_nused = 1;
+    prof_pid = (int)getpid();
+    STORE(&mote__prof_on, 1, RELEASE);
+}
+
+/* -ln(u) * R for u uniform in (0, 1], without libm: u = m * 2^e with m in
+ * [1, 2), ln m = 2 atanh((m-1)/(m+1)) by its series (error < 1e-5). */
+static int64_t prof_interval(heap_tcache *h)
+{
+    uint64_t x = h->prof_rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    h->prof_rng = x;
+    uint64_t bits = (x >> 11) | 1; /* 53 bits, never 0 */
+    double u = (double)bits * (1.0 / 9007199254740992.0);
+    int e = 0;
+    while (u < 1.0) {
+        u *= 2.0;
+        e--;
+    }
+    double t = (u - 1.0) / (u + 1.0), t2 = t * t;
+    double ln_m =
+        2.0 * t * (1.0 + t2 * (1.0 / 3 + t2 * (1.0 / 5 + t2 * (1.0 / 7 + t2 / 9))));
+    double ln_u = ln_m + (double)e * 0.69314718055994530942;
+    double v = -ln_u * (double)mote__heap_cfg.prof_rate;
+    return v < 1.0 ? 1 : v > 4e18 ? (int64_t)4e18 : (int64_t)v;
+}
+
+void mote__prof_cache_init(heap_tcache *h)
+{
+    if (!LOAD(&mote__prof_on, ACQUIRE)) {
+        h->sample_left = INT64_MAX;
+        return;
+    }
+    if (!h->prof_rng)
+        h->prof_rng = ((uintptr_t)h ^ mote__heap_key ^ (uint64_t)mote__os_now_ns()) | 1;
+    h->sample_left = prof_interval(h);
+}
+
+/* The top of this thread's stack, or 0 when the stack pointer is not in
+ * it (a mote task's stack, a signal stack). */
+static uintptr_t prof_stack_hi(heap_tcache *h, uintptr_t sp)
+{
+    if (!h->stack_hi) {
+        pthread_attr_t a;
+        void *lo = NULL;
+        size_t size = 0;
+        h->stack_hi = 1;
+        if (pthread_getattr_np(pthread_self(), &a) == 0) {
+            if (pthread_attr_getstack(&a, &lo, &size) == 0)
+                h->stack_hi = (uintptr_t)lo + size;
+            pthread_attr_destroy(&a);
+        }
+        h->stack_lo_ = (uintptr_t)lo;
+    }
+    return sp >= h->stack_lo_ && sp < h->stack_hi ? h->stack_hi : 0;
+}
+
+/* The public entry point's return address (the allocating code), then the
+ * frame-pointer chain above it, within this thread's stack. */
+static int prof_backtrace(heap_tcache *h, uintptr_t *fp, uintptr_t *pc)
+{
+    int n = 0;
+    pc[n++] = fp[1];
+    uintptr_t hi = prof_stack_hi(h, (uintptr_t)__builtin_frame_address(0));
+    if (!hi || (uintptr_t)fp & 15 || (uintptr_t)fp + 16 > hi)
+        return n;
+    for (;;) { /* the program's frames */
+        uintptr_t *next = (uintptr_t *)fp[0];
+        if (next <= fp || (uintptr_t)next & 15 || (uintptr_t)next + 16 > hi)
+            return n;
+        fp = next;
+        if (!fp[1] || n == PROF_DEPTH)
+            return n;
+        pc[n++] = fp[1];
+    }
+}
+
+static uint32_t prof_bucket_of(const uintptr_t *pc, int depth)
+{
+    uint64_t hash = 0x9e3779b97f4a7c15ULL ^ (uint64_t)depth;
+    for (int i = 0; i < depth; i++) {
+        hash ^= pc[i];
+        hash *= 0xff51afd7ed558ccdULL;
+        hash ^= hash >> 32;
+    }
+    if (hash < 2)
+        hash += 2;
+    uint32_t i = (uint32_t)hash & (PROF_BUCKETS - 1);
+    for (int probe = 0; probe < PROF_PROBES; probe++, i = (i + 1) & (PROF_BUCKETS - 1)) {
+        if (i == PROF_OTHER)
+            continue;
+        prof_bucket *b = &prof_table[i];
+        uint64_t k = LOAD(&b->key, ACQUIRE);
+        if (k == 0) {
+            if (!CAS(&b->key, &k, 1, ACQUIRE))
+                goto taken;
+            b->depth = (uint32_t)depth;
+            memcpy(b->pc, pc, sizeof(uintptr_t) * (size_t)depth);
+            STORE(&b->key, hash, RELEASE);
+            STORE(&prof_used[FETCH_ADD(&prof_nused, 1, RELAXED)], i + 1, RELEASE);
+            return i;
+        }
+    taken:
+        if (k == hash && b->depth == (uint32_t)depth &&
+            !memcmp(b->pc, pc, sizeof(uintptr_t) * (size_t)depth))
+            return i;
+        /* 1 (being filled) or another stack: look further; a stack two
+         * threads insert at once may get two buckets, which pprof merges */
+    }
+    return PROF_OTHER;
+}
+
+/* Draws the next interval and records one sampled allocation of n bytes:
+ * its bucket, or -1 when no sampling should happen now. */
+static int64_t prof_record(heap_tcache *h, size_t n, void *entry_fp)
+{
+    if (!LOAD(&mote__prof_on, RELAXED)) {
+        h->sample_left = INT64_MAX;
+        return -1;
+    }
+    h->sample_left = prof_interval(h);
+    if (h->prof_busy) /* an allocation made by the profiler itself */
+        return -1;
+    h->prof_busy = 1;
+    uintptr_t pc[PROF_DEPTH];
+    int depth = prof_backtrace(h, entry_fp, pc);
+    uint32_t b = prof_bucket_of(pc, depth);
+    prof_counts *c = &prof_stripe[h->id & (PROF_STRIPES - 1)][b];
+    FETCH_ADD(&c->alloc_count, 1, RELAXED);
+    FETCH_ADD(&c->alloc_bytes, (uint64_t)n, RELAXED);
+    h->prof_busy = 0;
+    return b;
+}
+
+static inline uint64_t *prof_trailer(const heap_page *pg, const void *p)
+{
+    return (uint64_t *)((uintptr_t)p + pg->bsize - 16);
+}
+
+void *mote__prof_alloc_small(heap_tcache *h, unsigned cls, size_t n, void *entry_fp)
+{
+    if (h->shadow_of) /* never sample inside a shadow */
+        return NULL;
+    /* A power-of-two class with room for the trailer: it keeps any
+     * alignment cls had, and the shadow needs pages for 13 classes only
+     * (each takes a slice of its own). */
+    size_t need = n + 16 > mote__sizeclass_size[cls] ? n + 16 : mote__sizeclass_size[cls];
+    unsigned c = sizeclass_of(need);
+    while (c < HEAP_NCLS && (mote__sizeclass_size[c] & (mote__sizeclass_size[c] - 1)))
+        c++;
+    if (c == HEAP_NCLS) { /* no room: count it, unsampled (rare: ~128 KiB) */
+        h->sample_left = LOAD(&mote__prof_on, RELAXED) ? prof_interval(h) : INT64_MAX;
+        return NULL;
+    }
+    int64_t b = prof_record(h, n, entry_fp);
+    if (b < 0)
+        return NULL;
+    heap_tcache *s = mote__tcache_shadow(h);
+    void *p = s ? mote__tcache_alloc_in(s, c) : NULL;
+    if (!p) {
+        prof_counts *pc = &prof_stripe[h->id & (PROF_STRIPES - 1)][b];
+        FETCH_ADD(&pc->free_count, 1, RELAXED);
+        FETCH_ADD(&pc->free_bytes, (uint64_t)n, RELAXED);
+        return NULL;
+    }
+    uint64_t *t = (uint64_t *)((uintptr_t)p + mote__sizeclass_size[c] - 16);
+    t[0] = PROF_MAGIC ^ (uintptr_t)p;
+    t[1] = (uint64_t)b << 40 | (uint64_t)n;
+    return p;
+}
+
+void mote__prof_note_big(heap_tcache *h, heap_page *pg, size_t n, void *entry_fp)
+{
+    int64_t b = prof_record(h, n, entry_fp);
+    if (b < 0 || n >= (1ULL << 40))
+        return;
+    pg->prof_info = (uint64_t)b << 40 | (uint64_t)n;
+    pg->prof = 1;
+}
+
+void mote__prof_free(heap_page *pg, const void *p)
+{
+    uint64_t info;
+    if (pg->kind == HEAP_PAGE_LARGE || pg->kind == HEAP_PAGE_HUGE) {
+        info = pg->prof_info;
+        pg->prof = 0;
+    } else {
+        uint64_t *t = prof_trailer(pg, p);
+        if (t[0] != (PROF_MAGIC ^ (uintptr_t)p))
+            return; /* not a live sampled block: free reports it */
+        t[0] = 0;
+        info = t[1];
+    }
+    uint32_t b = (uint32_t)(info >> 40);
+    if (b >= PROF_BUCKETS || !prof_table)
+        return;
+    prof_counts *c =
+        &prof_stripe[LOAD(&mote__heap_tls, RELAXED)->id & (PROF_STRIPES - 1)][b];
+    FETCH_ADD(&c->free_count, 1, RELAXED);
+    FETCH_ADD(&c->free_bytes, info & ((1ULL << 40) - 1), RELAXED);
+}
+
+size_t mote__prof_usable(const heap_page *pg) { return pg->bsize - 16; }
+
+/* ---- output ---- */
+
+typedef struct prof_out {
+    int fd, err;
+    size_t n;
+    char buf[4096];
+} prof_out;
+
+static void out_flush(prof_out *o)
+{
+    size_t off = 0;
+    while (off < o->n && !o->err) {
+        ssize_t w = write(o->fd, o->buf + off, o->n - off);
+        if (w < 0) {
+            if (errno != EINTR)
+                o->err = -errno;
+            continue;
+        }
+        off += (size_t)w;
+    }
+    o->n = 0;
+}
+
+static void out_str(prof_out *o, const char *s, size_t len)
+{
+    while (len) {
+        if (o->n == sizeof o->buf)
+            out_flush(o);
+        size_t k = sizeof o->buf - o->n < len ? sizeof o->buf - o->n : len;
+        memcpy(o->buf + o->n, s, k);
+        o->n += k;
+        s += k;
+        len -= k;
+    }
+}
+
+static void out_u64(prof_out *o, uint64_t v, unsigned base)
+{
+    char d[24];
+    int i = 24;
+    do {
+        d[--i] = "0123456789abcdef"[v % base];
+        v /= base;
+    } while (v);
+    out_str(o, d + i, (size_t)(24 - i));
+}
+
+static void out_counts(prof_out *o, uint64_t ic, uint64_t ib, uint64_t ac, uint64_t ab)
+{
+    out_u64(o, ic, 10);
+    out_str(o, ": ", 2);
+    out_u64(o, ib, 10);
+    out_str(o, " [", 2);
+    out_u64(o, ac, 10);
+    out_str(o, ": ", 2);
+    out_u64(o, ab, 10);
+    out_str(o, "] @", 3);
+}
+
+/* In-use never below 0 (counters read at slightly different moments). */
+static void bucket_read(uint32_t b, uint64_t v[4])
+{
+    uint64_t fc = 0, fb = 0, ac = 0, ab = 0;
+    for (int k = 0; k < PROF_STRIPES; k++) {
+        prof_counts *c = &prof_stripe[k][b];
+        fc += LOAD(&c->free_count, RELAXED);
+        fb += LOAD(&c->free_bytes, RELAXED);
+    }
+    for (int k = 0; k < PROF_STRIPES; k++) {
+        prof_counts *c = &prof_stripe[k][b];
+        ac += LOAD(&c->alloc_count, RELAXED);
+        ab += LOAD(&c->alloc_bytes, RELAXED);
+    }
+    v[2] = ac;
+    v[3] = ab;
+    v[0] = ac > fc ? ac - fc : 0;
+    v[1] = ab > fb ? ab - fb : 0;
+}
+
+int mote__prof_write(int fd)
+{
+    if (!LOAD(&mote__prof_on, ACQUIRE))
+        return -ENODATA;
+    if (fd < 0)
+        return -EBADF;
+    static prof_out o; /* under prof_write_lock: no stack of 4 KiB */
+    static heap_lock prof_write_lock = HEAP_LOCK_INIT;
+    heap_lock_acquire(&prof_write_lock);
+    o.fd = fd;
+    o.err = 0;
+    o.n = 0;
+    uint64_t tot[4] = {0, 0, 0, 0}, v[4];
+    uint32_t nused = LOAD(&prof_nused, ACQUIRE);
+    if (nused > PROF_BUCKETS)
+        nused = PROF_BUCKETS;
+    for (uint32_t k = 0; k < nused; k++) {
+        uint32_t i = LOAD(&prof_used[k], ACQUIRE);
+        if (!i--)
+            continue; /* being published: its first sample is very recent */
+        bucket_read(i, v);
+        for (int j = 0; j < 4; j++)
+            tot[j] += v[j];
+    }
+    out_str(&o, "heap profile: ", 14);
+    out_counts(&o, tot[0], tot[1], tot[2], tot[3]);
+    out_str(&o, " heap_v2/", 9);
+    out_u64(&o, mote__heap_cfg.prof_rate, 10);
+    out_str(&o, "\n", 1);
+    for (uint32_t k = 0; k < nused; k++) {
+        uint32_t i = LOAD(&prof_used[k], ACQUIRE);
+        if (!i--)
+            continue;
+        prof_bucket *b = &prof_table[i];
+        bucket_read(i, v);
+        if (!v[2])
+            continue;
+        out_counts(&o, v[0], v[1], v[2], v[3]);
+        if (i == PROF_OTHER || !b->depth) {
+            out_str(&o, " 0x1", 4);
+        } else {
+            for (uint32_t d = 0; d < b->depth; d++) {
+                out_str(&o, " 0x", 3);
+                out_u64(&o, b->pc[d], 16);
+            }
+        }
+        out_str(&o, "\n", 1);
+    }
+    out_str(&o, "\nMAPPED_LIBRARIES:\n", 19);
+    int mfd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (mfd >= 0) {
+        char chunk[1024];
+        ssize_t r;
+        while ((r = read(mfd, chunk, sizeof chunk)) > 0 || (r < 0 && errno == EINTR))
+            if (r > 0)
+                out_str(&o, chunk, (size_t)r);
+        close(mfd);
+    }
+    out_flush(&o);
+    int err = o.err;
+    heap_lock_release(&prof_write_lock);
+    return err;
+}
+
+void mote__prof_write_at_exit(void)
+{
+    const char *path = mote__heap_cfg.prof_path;
+    if (!LOAD(&mote__prof_on, ACQUIRE) || !path)
+        return;
+    /* "%p" becomes the pid; without it only the process that read the
+     * variable writes (a forked child would overwrite its parent's file). */
+    char name[4096];
+    size_t n = 0;
+    bool pid_in_name = false;
+    for (const char *s = path; *s && n < sizeof name - 24; s++) {
+        if (s[0] == '%' && s[1] == 'p') {
+            char d[16];
+            int i = 16, pid = (int)getpid();
+            do {
+                d[--i] = (char)('0' + pid % 10);
+                pid /= 10;
+            } while (pid);
+            memcpy(name + n, d + i, (size_t)(16 - i));
+            n += (size_t)(16 - i);
+            s++;
+            pid_in_name = true;
+        } else {
+            name[n++] = *s;
+        }
+    }
+    name[n] = 0;
+    if (!pid_in_name && (int)getpid() != prof_pid)
+        return;
+    int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "mote: MOTE_HEAPPROFILE: cannot open %.180s\n", name);
+        mote__os_write_err(msg);
+        return;
+    }
+    mote__prof_write(fd);
+    close(fd);
+}
