@@ -17,11 +17,13 @@ story       the seed story: the fat frame is found and the size drops.
 Exit 77 (skip) only when a compiler or tool is really absent.
 """
 import json
+import re
 import os
 import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 
 SKIP = 77
 failures = []
@@ -553,6 +555,31 @@ def mode_story(tool, fat, fixed, hints):
         fail("the fix does not lower the bound")
     if not res["fixed"]["stack_size"] < res["fat"]["stack_size"]:
         fail("recommended stack_size does not drop: %d -> %d" % (res["fat"]["stack_size"], res["fixed"]["stack_size"]))
+    # The runtime's side: measured depth and resident stack memory drop too.
+    # Resident is read while the handlers are parked, before their 20 ms
+    # trim: a loaded machine may trim some first, so it gets three tries.
+    work = tempfile.mkdtemp(prefix="story")
+    for attempt in range(3):
+        got = {}
+        for name, exe in (("fat", fat), ("fixed", fixed)):
+            report = os.path.join(work, name + ".report")
+            out = sh([exe, report]).stdout
+            m = re.search(r"stacks: (\d+) KiB resident", out)
+            d = tool_json(tool, "check", exe, report, "--hints", hints)
+            e = [x for x in d["entries"] if x["name"] == "handle_request"]
+            if not m or not e or not e[0]["sampled"]:
+                fail("%s: no resident figure or no measured depth: %s" % (name, out.strip()))
+                return 0
+            if d["violations"]:
+                fail("%s: measured %d above the bound %d" % (name, e[0]["max_depth"], e[0]["bound"]))
+            got[name] = (e[0]["max_depth"], int(m.group(1)))
+            print("%s run: measured depth %d bytes, %d KiB resident" % ((name,) + got[name]))
+        if got["fixed"][1] < got["fat"][1]:
+            break
+    if not got["fixed"][0] < got["fat"][0]:
+        fail("measured depth does not drop: %d -> %d" % (got["fat"][0], got["fixed"][0]))
+    if not got["fixed"][1] < got["fat"][1]:
+        fail("resident stack memory does not drop: %d -> %d KiB" % (got["fat"][1], got["fixed"][1]))
     return 0
 
 
