@@ -166,15 +166,17 @@ static void wait_frozen(int64_t t0, long spawned, double cpu0)
     bench_status s = bench_read_status();
     int64_t fzns = bench_metric("/stacks/freeze/cpu:ns");
     int64_t fzn = bench_metric("/stacks/freeze/freezes:events");
-    printf("kind=seed %s phase=frozen t_ms=%lld stable=%d t_first_ms=%lld t_settle_ms=%lld "
-           "rss=%lld pte=%lld frozen=%lld frozen_bytes=%lld freezes=%lld windows=%lld "
-           "freeze_cpu_ms=%.1f freeze_ns_per_task=%.0f cpu_ms=%.1f thaws=%lld\n",
-           tag, (long long)((mote_now() - t0) / 1000000), stable, (long long)fz_t_first,
-           (long long)(fz_t_change > 0 ? fz_t_change : 0), (long long)s.rss, (long long)s.pte, (long long)last,
-           (long long)bench_metric("/stacks/frozen:bytes"), (long long)fzn,
-           (long long)bench_metric("/stacks/freeze/windows:events"), fzns / 1e6,
-           fzn > 0 ? (double)fzns / (double)fzn : 0.0, cpu_ms() - cpu0,
-           (long long)bench_metric("/stacks/thaws:events"));
+    printf(
+        "kind=seed %s phase=frozen t_ms=%lld stable=%d t_first_ms=%lld t_settle_ms=%lld "
+        "rss=%lld pte=%lld frozen=%lld frozen_bytes=%lld freezes=%lld windows=%lld "
+        "freeze_cpu_ms=%.1f freeze_ns_per_task=%.0f cpu_ms=%.1f thaws=%lld\n",
+        tag, (long long)((mote_now() - t0) / 1000000), stable, (long long)fz_t_first,
+        (long long)(fz_t_change > 0 ? fz_t_change : 0), (long long)s.rss,
+        (long long)s.pte, (long long)last,
+        (long long)bench_metric("/stacks/frozen:bytes"), (long long)fzn,
+        (long long)bench_metric("/stacks/freeze/windows:events"), fzns / 1e6,
+        fzn > 0 ? (double)fzns / (double)fzn : 0.0, cpu_ms() - cpu0,
+        (long long)bench_metric("/stacks/thaws:events"));
     fflush(stdout);
 }
 
@@ -231,7 +233,8 @@ static void main_task(void *arg)
         resident_slow = 1;
     printf(
         "kind=seed %s phase=parked spawned=%ld spawn_ms=%.1f tasks=%lld stack_inuse=%lld "
-        "rss=%lld hwm=%lld pte=%lld minflt=%lld metric_us=%lld reserved=%lld freeze_mode=%lld "
+        "rss=%lld hwm=%lld pte=%lld minflt=%lld metric_us=%lld reserved=%lld "
+        "freeze_mode=%lld "
         "off_reason=%lld frozen=%lld%s\n",
         tag, spawned, spawn_ns / 1e6, (long long)bench_metric("/tasks/live:tasks"),
         (long long)res, (long long)s.rss, (long long)s.hwm, (long long)s.pte,
@@ -266,8 +269,8 @@ static void main_task(void *arg)
     int64_t thns = bench_metric("/stacks/thaws/cpu:ns") - thns0;
     printf("kind=seed %s phase=released release_ms=%.1f rss=%lld pte=%lld thaws=%lld "
            "thaw_cpu_ms=%.1f thaw_us=%.2f\n",
-           tag, rel_ns / 1e6, (long long)s.rss, (long long)s.pte, (long long)thaws, thns / 1e6,
-           thaws > 0 ? thns / 1e3 / (double)thaws : 0.0);
+           tag, rel_ns / 1e6, (long long)s.rss, (long long)s.pte, (long long)thaws,
+           thns / 1e6, thaws > 0 ? thns / 1e3 / (double)thaws : 0.0);
     fflush(stdout);
 #endif
     main_returned_ns = mote_now();

@@ -118,7 +118,8 @@ static void main_task(void *arg)
     int64_t warm = start + 2 * mean_ns;
     double sum = 0, cpu0 = 0;
     long samples = 0, wakes0 = 0;
-    int64_t fz0 = 0, th0 = 0, thn0 = 0, fzn0 = 0, thr0 = 0, thf0 = 0, thu0 = 0, t_meas = 0;
+    int64_t fz0 = 0, th0 = 0, thn0 = 0, fzn0 = 0, thr0 = 0, thf0 = 0, thu0 = 0,
+            t_meas = 0;
     while (mote_now() < end_ns) {
         mote_sleep(100 * 1000000);
         if (mote_now() < warm)
@@ -155,15 +156,17 @@ static void main_task(void *arg)
         (long long)thaws,
         thaws ? (bench_metric("/stacks/thaws/cpu:ns") - th0) / 1e3 / thaws : 0.0,
         (long long)bench_metric("/stacks/frozen:tasks"));
-    printf(" span_s=%.3f thaws_per_s=%.1f freezes=%lld thaws_resume=%lld thaws_fault=%lld "
-           "thaws_runtime=%lld frozen_bytes_end=%lld freeze_mode=%lld off_reason=%lld\n",
-           span, thaws / span, (long long)(bench_metric("/stacks/freeze/freezes:events") - fzn0),
-           (long long)(bench_metric("/stacks/thaws/resume:events") - thr0),
-           (long long)(bench_metric("/stacks/thaws/fault:events") - thf0),
-           (long long)(bench_metric("/stacks/thaws/runtime:events") - thu0),
-           (long long)bench_metric("/stacks/frozen:bytes"),
-           (long long)bench_metric("/stacks/freeze/mode:enum"),
-           (long long)bench_metric("/stacks/freeze/off-reason:enum"));
+    printf(
+        " span_s=%.3f thaws_per_s=%.1f freezes=%lld thaws_resume=%lld thaws_fault=%lld "
+        "thaws_runtime=%lld frozen_bytes_end=%lld freeze_mode=%lld off_reason=%lld\n",
+        span, thaws / span,
+        (long long)(bench_metric("/stacks/freeze/freezes:events") - fzn0),
+        (long long)(bench_metric("/stacks/thaws/resume:events") - thr0),
+        (long long)(bench_metric("/stacks/thaws/fault:events") - thf0),
+        (long long)(bench_metric("/stacks/thaws/runtime:events") - thu0),
+        (long long)bench_metric("/stacks/frozen:bytes"),
+        (long long)bench_metric("/stacks/freeze/mode:enum"),
+        (long long)bench_metric("/stacks/freeze/off-reason:enum"));
     fflush(stdout);
 }
 
