@@ -11,7 +11,7 @@
 #
 # Section freeze (frozen stacks, MOTE_STACK_FREEZE): idle-mostly sleepers at
 # thresholds off/4s/1s/250ms beside Go, channel ping-pong freeze off vs on,
-# the seed's idle and 8 KiB cases freeze off vs on (~2.5 min with --quick).
+# the seed's idle (and in --full 8 KiB) case freeze off vs on (~3 min --quick).
 #
 # It installs missing peers from Debian packages (golang-go and the peer
 # allocators, only when root), builds libmote and the C programs with CMake
@@ -538,7 +538,7 @@ net_section() {
 # (b) the unbuffered channel ping-pong (two tasks that never park past the
 #     threshold) with MOTE_STACK_FREEZE=off against the default, 1 and 2
 #     workers;
-# (c) the seed program, idle and 8 KiB, freeze off against the default: RSS
+# (c) the seed program, idle (and 8 KiB in full), freeze off against the default: RSS
 #     + page tables 2 s after the last park and once the frozen count is
 #     stable (bounded wait), freeze CPU, and the release (thaw of every task).
 # Every variant runs once per repetition; the order rotates by repetition
@@ -564,13 +564,13 @@ freeze_each() { # freeze_each FILE TIMEOUT LABEL "tag|ENV CMD" ...: rotated orde
 }
 
 freeze_section() {
-    local n mean secs pp sn sw settle=2000 mode fz w
+    local n mean secs pp sn sw settle=2000 mode fz w modes
     if [ "$MODE" = full ]; then
-        n=100000 mean=1000 secs=10 pp=5000000 sn=1000000 sw=20000
+        n=100000 mean=1000 secs=10 pp=5000000 sn=1000000 sw=20000 modes="idle 8k"
         # mote off ~5 KiB and Go ~3 KiB per sleeper; halve N when tight.
         [ $((n * 8192)) -gt "$(guard_now)" ] && n=50000
     else
-        n=20000 mean=1000 secs=6 pp=1000000 sn=100000 sw=8000
+        n=20000 mean=1000 secs=6 pp=1000000 sn=100000 sw=8000 modes=idle
     fi
     local sl=$CBIN/tasks/sleepers
     local thresholds=(off 4s 1s 250ms)
@@ -585,7 +585,7 @@ freeze_section() {
             freeze_each freeze.txt 120 "chan_pingpong workers=$w"                 "off|MOTE_WORKERS=$w MOTE_STACK_FREEZE=off $CBIN/tasks/chan_pingpong $pp"                 "default|MOTE_WORKERS=$w $CBIN/tasks/chan_pingpong $pp"
         done
         say "frozen stacks: seed $sn tasks, freeze off vs default, repetition $REP/$REPS"
-        for mode in idle 8k; do
+        for mode in $modes; do
             freeze_each freeze.txt 600 "seed $sn $mode"                 "off|MOTE_STACK_FREEZE=off $CBIN/seed/seed $sn $mode $settle 0"                 "default|$CBIN/seed/seed $sn $mode $settle $sw"
         done
     done

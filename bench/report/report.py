@@ -1213,6 +1213,7 @@ class Report:
 
     def section_freeze(self):
         md = self.md
+        late_fmt = lambda us: "%.0f µs" % us if us < 1000 else "%.0f ms" % (us / 1000)
         rows = self.freeze
         if not rows:
             return
@@ -1272,8 +1273,8 @@ class Report:
                 md.append("| %s | %s | %s | %s / %s | %s | %s | %s | %s | %s | %s | %s |" % (
                     "**Go**" if isgo else "`%s`" % fz,
                     fmt_stat(per, fmt_bytes), "1" if isgo else (("%.2f×" % ratios.med) if ratios else "—"),
-                    fmt_stat(st(lambda d: num(d, "late_p50_us")), lambda v: fmt_ns(v * 1e3)),
-                    fmt_stat(st(lambda d: num(d, "late_p99_us")), lambda v: fmt_ns(v * 1e3)),
+                    fmt_stat(st(lambda d: num(d, "late_p50_us")), late_fmt),
+                    fmt_stat(st(lambda d: num(d, "late_p99_us")), late_fmt),
                     fmt_num(st(lambda d: num(d, "wakes_per_s")).med, 0),
                     "—" if isgo else fmt_num(thps.med, 0),
                     "—" if isgo else fmt_stat(thaw, lambda v: "%.2f µs" % v),
