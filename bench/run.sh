@@ -5,9 +5,13 @@
 #   bench/run.sh --full      <20 minutes: up to 1M tasks, 2 GiB heaps
 #
 # Options: --reps N (default 3), --only LIST (comma-separated sections: seed,
-# micro,chan,malloc,idle,net), --no-install, --no-build, --build-dir DIR (default
-# build-bench), --out DIR (default bench/results), --report-only (re-render
-# REPORT.md from the raw files of the last run).
+# micro,chan,malloc,idle,net,freeze), --no-install, --no-build, --build-dir
+# DIR (default build-bench), --out DIR (default bench/results), --report-only
+# (re-render REPORT.md from the raw files of the last run).
+#
+# Section freeze (frozen stacks, MOTE_STACK_FREEZE): idle-mostly sleepers at
+# thresholds off/4s/1s/250ms beside Go, channel ping-pong freeze off vs on,
+# the seed's idle (and in --full 8 KiB) case freeze off vs on (~3 min --quick).
 #
 # It installs missing peers from Debian packages (golang-go and the peer
 # allocators, only when root), builds libmote and the C programs with CMake
@@ -20,7 +24,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MODE=quick
 REPS=3
-ONLY=seed,micro,chan,malloc,idle,net
+ONLY=seed,micro,chan,malloc,idle,net,freeze
 INSTALL=1
 BUILD=1
 REPORT_ONLY=0
@@ -38,7 +42,7 @@ while [ $# -gt 0 ]; do
     --build-dir) BUILD_DIR=$(realpath -m "$2"); shift ;;
     --out) OUT=$(realpath -m "$2"); shift ;;
     --report-only) REPORT_ONLY=1 ;;
-    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,/^set /{/^#/p}' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
     esac
     shift
@@ -163,7 +167,8 @@ run_one() {
         timeout --signal=KILL "$tmo" "$@" >"$out" 2>"$err"
         rc=$?
     fi
-    grep '=' "$out" | grep -v '^#' | sed "/ rep=[0-9]/!s/\$/ rep=$REP/" >>"$RAW/$file"
+    grep '=' "$out" | grep -v '^#' | sed "/ rep=[0-9]/!s/\$/ rep=$REP/" |
+        sed "s/\$/${RUN_TAG:+ $RUN_TAG}/" >>"$RAW/$file"
     {
         echo "## rc=$rc rep=$REP $label: $*"
         cat "$out" "$err"
@@ -527,6 +532,65 @@ net_section() {
     trap - EXIT INT TERM
 }
 
+# ---- frozen stacks (issue 14): the trade-off ------------------------------
+# (a) bench/tasks/sleepers (N tasks sleeping exponentially with mean M ms for
+#     S s) at MOTE_STACK_FREEZE=off, 4s, 1s, 250ms, and sleepers.go;
+# (b) the unbuffered channel ping-pong (two tasks that never park past the
+#     threshold) with MOTE_STACK_FREEZE=off against the default, 1 and 2
+#     workers;
+# (c) the seed program, idle (and 8 KiB in full), freeze off against the default: RSS
+#     + page tables 2 s after the last park and once the frozen count is
+#     stable (bounded wait), freeze CPU, and the release (thaw of every task).
+# Every variant runs once per repetition; the order rotates by repetition
+# (reversed on even ones) as pair() alternates.  Output: raw/freeze.txt.
+freeze_each() { # freeze_each FILE TIMEOUT LABEL "tag|ENV CMD" ...: rotated order
+    local file=$1 tmo=$2 label=$3 v cmd p
+    shift 3
+    local vs=("$@") i
+    if [ $((REP % 2)) -eq 0 ]; then
+        vs=()
+        for ((i = $#; i >= 1; i--)); do vs+=("${!i}"); done
+    fi
+    for v in "${vs[@]}"; do
+        cmd=${v#*|}
+        p=$(prog_of "$cmd")
+        if [ ! -x "$p" ]; then
+            grep -qs "what=not-built:$p " "$RAW/failures.txt" ||
+                echo "kind=fail section=${file%.txt} what=not-built:$p rc=0" >>"$RAW/failures.txt"
+            continue
+        fi
+        RUN_TAG="fz=${v%%|*}" run_one "$file" "$tmo" "$label ${v%%|*}" -- env $cmd
+    done
+}
+
+freeze_section() {
+    local n mean secs pp sn sw settle=2000 mode fz w modes
+    if [ "$MODE" = full ]; then
+        n=100000 mean=1000 secs=10 pp=5000000 sn=1000000 sw=20000 modes="idle 8k"
+        # mote off ~5 KiB and Go ~3 KiB per sleeper; halve N when tight.
+        [ $((n * 8192)) -gt "$(guard_now)" ] && n=50000
+    else
+        n=20000 mean=1000 secs=6 pp=1000000 sn=100000 sw=8000 modes=idle
+    fi
+    local sl=$CBIN/tasks/sleepers
+    local thresholds=(off 4s 1s 250ms)
+    for REP in $(seq 1 "$REPS"); do
+        say "frozen stacks: sleepers N=$n mean=${mean}ms ${secs}s, repetition $REP/$REPS"
+        local vars=()
+        for fz in "${thresholds[@]}"; do vars+=("$fz|MOTE_STACK_FREEZE=$fz $sl $n $mean $secs"); done
+        vars+=("go|$GOBIN_DIR/sleepers $n $mean $secs")
+        freeze_each freeze.txt $((secs + 120)) "sleepers" "${vars[@]}"
+        say "frozen stacks: channel ping-pong, freeze off vs default, repetition $REP/$REPS"
+        for w in 1 2; do
+            freeze_each freeze.txt 120 "chan_pingpong workers=$w"                 "off|MOTE_WORKERS=$w MOTE_STACK_FREEZE=off $CBIN/tasks/chan_pingpong $pp"                 "default|MOTE_WORKERS=$w $CBIN/tasks/chan_pingpong $pp"
+        done
+        say "frozen stacks: seed $sn tasks, freeze off vs default, repetition $REP/$REPS"
+        for mode in $modes; do
+            freeze_each freeze.txt 600 "seed $sn $mode"                 "off|MOTE_STACK_FREEZE=off $CBIN/seed/seed $sn $mode $settle 0"                 "default|$CBIN/seed/seed $sn $mode $settle $sw"
+        done
+    done
+}
+
 # ---- section 4: the machine -------------------------------------------------
 machine_section() {
     {
@@ -556,6 +620,7 @@ want chan && chan_section
 want malloc && malloc_section
 want idle && idle_section
 want net && net_section
+want freeze && freeze_section
 echo "loadavg_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RAW/machine.txt"
 echo "elapsed_s=$(($(date +%s) - T_START))" >>"$RAW/meta.txt"
 render

@@ -11,6 +11,8 @@ Inputs (all under --raw, every line `key=value key=value ...`):
   idle.txt      kind=idle lines of bench/go/bigfree.go
   net.txt       name=echo_pingpong|echo_stream|echo_idle|http lines of
                 bench/net/loadgen and bench/net/wrk.sh, plus kind=limits
+  freeze.txt    frozen stacks: kind=sleepers, name=chan_pingpong and
+                kind=seed|seedt lines, each tagged fz=<threshold>|go by run.sh
   failures.txt  kind=fail lines written by run.sh
 Every comparison reports the median over repetitions with min and max.
 """
@@ -356,6 +358,7 @@ class Report:
         self.idle = read_lines(os.path.join(raw, "idle.txt"))
         self.net = read_lines(os.path.join(raw, "net.txt"))
         self.failures = read_lines(os.path.join(raw, "failures.txt"))
+        self.freeze = read_lines(os.path.join(raw, "freeze.txt"))
         self.summary = []  # (area, target, measured, verdict)
         self.wins = []     # (how much better mote is: >1 better, text)
         self.md = []
@@ -1200,11 +1203,207 @@ class Report:
                 continue
             self.add_summary(area, target, "mote %s, Go %s" % (fmt_bytes(a.med), fmt_bytes(g.med)), a.med <= g.med)
 
+    # ---------------------------------------------------------- frozen stacks
+    FZ_ORDER = ["off", "4s", "1s", "250ms", "default", "go"]
+    FZ_OFF_REASON = {"1": "not asked", "2": "userfaultfd denied", "3": "the kernel lacks it",
+                     "4": "mprotect guards", "5": "under valgrind"}
+
+    def fz_key(self, fz):
+        return (self.FZ_ORDER.index(fz) if fz in self.FZ_ORDER else 50, fz)
+
+    def section_freeze(self):
+        md = self.md
+        late_fmt = lambda us: "%.0f µs" % us if us < 1000 else "%.0f ms" % (us / 1000)
+        rows = self.freeze
+        if not rows:
+            return
+        md.append("## 5. Frozen stacks: the trade-off (issue 14)\n")
+        md.append("A task parked longer than `MOTE_STACK_FREEZE` has its live stack bytes copied out and its pages "
+                  "given back; it is thawed before it runs again. Shorter thresholds save memory sooner and cost "
+                  "more thaws. Medians over the repetitions (min–max in small print); every variant runs in the "
+                  "same invocation, the order rotating by repetition. See docs/bench.md.\n")
+        modes = {d.get("freeze_mode") for d in rows if d.get("impl") == "mote" and d.get("freeze_mode")}
+        if modes and modes <= {"0"}:
+            why = {d.get("off_reason") for d in rows if d.get("off_reason")}
+            md.append("**Freezing was off in this run** (`/stacks/freeze/off-reason:enum` = %s: %s): every "
+                      "threshold below measures the same thing.\n" % (
+                          ",".join(sorted(why)), ", ".join(self.FZ_OFF_REASON.get(w, "?") for w in sorted(why))))
+
+        # (a) sleepers
+        sl = [d for d in rows if d.get("kind") == "sleepers"]
+        thaw_ok = None
+        if sl:
+            d0 = sl[0]
+            md.append("### Idle-mostly server: `bench/tasks/sleepers` at several thresholds\n")
+            md.append("%s tasks each sleep an exponentially distributed time (mean %s ms, capped at 8×), wake, touch "
+                      "256 bytes of their state and sleep again, for the run's length; figures cover the window "
+                      "after a warm-up of 2× the mean (span %s s). *RSS+PT/task* is the average of VmRSS + VmPTE "
+                      "sampled every 100 ms, ÷ N; *vs Go* is the median over repetitions of mote ÷ Go in the "
+                      "same repetition. *Late* is how long after its deadline a task ran (timer slack, plus its "
+                      "thaw when frozen). *Thaw* is `/stacks/thaws/cpu:ns` ÷ thaws. *Freeze CPU* is "
+                      "`/stacks/freeze/cpu:ns` per second of the window and per task frozen "
+                      "(`/stacks/freeze/freezes:events`); *CPU* is the whole process's (getrusage), in cores. "
+                      "The runtime times thaws and freezes with CLOCK_MONOTONIC around the work, so on a loaded "
+                      "machine these include time the thread was preempted: compare with the *CPU* column.\n" % (
+                          count_fmt(num(d0, "n", default=0)), d0.get("mean_ms", "?"), d0.get("span_s", "?")))
+            by = {}
+            go_by_rep = {}
+            for d in sl:
+                fz = "go" if d.get("impl") == "go" else d.get("fz", d.get("freeze", "?"))
+                by.setdefault(fz, []).append(d)
+                if fz == "go":
+                    go_by_rep[d.get("rep")] = num(d, "per_task")
+            md.append("| threshold | RSS+PT/task | vs Go | late p50 / p99 | wakes/s | thaws/s | thaw (mean) | "
+                      "freeze CPU /s | freeze CPU /task | CPU (cores) | frozen at end |")
+            md.append("|---|---|---|---|---|---|---|---|---|---|---|")
+            for fz in sorted(by, key=self.fz_key):
+                ds = by[fz]
+                st = lambda f: Stat([f(d) for d in ds])
+                per = st(lambda d: num(d, "per_task"))
+                ratios = Stat([num(d, "per_task") / go_by_rep[d.get("rep")] for d in ds
+                               if fz != "go" and go_by_rep.get(d.get("rep")) and num(d, "per_task")])
+                thps = st(lambda d: num(d, "thaws_per_s", default=(num(d, "thaws", default=0) /
+                                                                    num(d, "span_s", default=1))))
+                thaw = Stat([num(d, "thaw_us") for d in ds if num(d, "thaws", default=0) > 0])
+                fzs = Stat([num(d, "freeze_cpu_ms") / num(d, "span_s") for d in ds
+                            if num(d, "span_s") and num(d, "freeze_cpu_ms") is not None])
+                fzt = Stat([num(d, "freeze_cpu_ms") * 1e6 / num(d, "freezes") for d in ds
+                            if num(d, "freezes", default=0) > 0])
+                isgo = fz == "go"
+                md.append("| %s | %s | %s | %s / %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    "**Go**" if isgo else "`%s`" % fz,
+                    fmt_stat(per, fmt_bytes), "1" if isgo else (("%.2f×" % ratios.med) if ratios else "—"),
+                    fmt_stat(st(lambda d: num(d, "late_p50_us")), late_fmt),
+                    fmt_stat(st(lambda d: num(d, "late_p99_us")), late_fmt),
+                    fmt_num(st(lambda d: num(d, "wakes_per_s")).med, 0),
+                    "—" if isgo else fmt_num(thps.med, 0),
+                    "—" if isgo else fmt_stat(thaw, lambda v: "%.2f µs" % v),
+                    "—" if isgo else fmt_stat(fzs, lambda v: "%.2f ms" % v),
+                    "—" if isgo else fmt_stat(fzt, fmt_ns),
+                    fmt_stat(st(lambda d: num(d, "cpu_s_per_s")), lambda v: "%.3f" % v),
+                    "—" if isgo else fmt_num(st(lambda d: num(d, "frozen_end")).med, 0)))
+                if fz == "1s" and thaw:
+                    thaw_ok = thaw.med
+            md.append("")
+            for fz in ("1s", "250ms"):
+                a = Stat([num(d, "per_task") for d in by.get(fz, [])])
+                g = Stat([num(d, "per_task") for d in by.get("go", [])])
+                if a and g:
+                    self.compare("sleepers at MOTE_STACK_FREEZE=%s, RSS+PT per task" % fz, a.med, g.med,
+                                 words=("less memory", "more memory"))
+
+        # (b) ping-pong
+        pp = [d for d in rows if d.get("name") == "chan_pingpong"]
+        if pp:
+            md.append("### Channel ping-pong, freezing off against the default\n")
+            md.append("Two tasks bounce an int over unbuffered channels (`bench/tasks/chan_pingpong`); they never "
+                      "park past the threshold, so this is the cost of the freezing machinery on the hot path. "
+                      "*ratio* is default ÷ off (1.00 = unchanged).\n")
+            md.append("| workers | freeze off | default | ratio |")
+            md.append("|---|---|---|---|")
+            ws = sorted({d.get("workers") for d in pp})
+            worst = None
+            for w in ws:
+                off = Stat([num(d, "ns_per_op") for d in pp if d.get("workers") == w and d.get("fz") == "off"])
+                on = Stat([num(d, "ns_per_op") for d in pp if d.get("workers") == w and d.get("fz") == "default"])
+                r = on.med / off.med if on and off else None
+                if r is not None:
+                    worst = r if worst is None else max(worst, r)
+                md.append("| %s | %s | %s | %s |" % (w, fmt_stat(off, fmt_ns), fmt_stat(on, fmt_ns),
+                                                    "%.2f" % r if r else "—"))
+            md.append("")
+            self.add_summary("frozen stacks (#14)", "channel ping-pong with freezing on (default) unchanged against off (±10 %)",
+                             "worst ratio on/off %s" % ("%.2f" % worst if worst else "—"),
+                             None if worst is None else worst <= 1.10)
+
+        # (c) seed
+        sd = [d for d in rows if d.get("kind") in ("seed", "seedt")]
+        release_thaw = None
+        if sd:
+            runs = {}
+            for d in sd:
+                key = (int(d.get("n", 0)), d.get("mode"), d.get("fz", d.get("freeze", "?")))
+                r = runs.setdefault(key, {}).setdefault(d.get("rep", "0"), {"samples": []})
+                if d["kind"] == "seed":
+                    r[d.get("phase", "?")] = d
+                else:
+                    r["samples"].append(d)
+            md.append("### Seed experiment: parked tasks, freezing off against the default\n")
+            md.append("`bench/seed/seed` N tasks (idle, or 8 KiB of stack used once), parked on a channel. "
+                      "*Parked*: RSS + page tables once all have parked; *at 2 s*: 2 s after the last park "
+                      "(the issue's measure); *settled*: once the frozen count is stable (every task frozen, or "
+                      "unchanged for 0.5 s; the wait is bounded), at *t* after the last park, with *last change* "
+                      "when the count stopped moving. *Freeze CPU* is `/stacks/freeze/cpu:ns` in total and per "
+                      "task frozen. *Release* closes the channel: every task wakes (and is thawed) and exits.\n")
+            md.append("| case | freeze | parked | at 2 s | settled (t; last change) | per task settled | on ÷ off (2 s; settled) | "
+                      "frozen | freeze CPU (total; per task) | release | thaw (mean) |")
+            md.append("|---|---|---|---|---|---|---|---|---|---|---|")
+            off_at = {}
+            for key in sorted(runs, key=lambda k: (k[0], ["idle", "8k", "64k"].index(k[1]) if k[1] in ("idle", "8k", "64k") else 9, self.fz_key(k[2]))):
+                n, mode, fz = key
+                rs = list(runs[key].values())
+
+                def col(f):
+                    vals = []
+                    for r in rs:
+                        try:
+                            vals.append(f(r))
+                        except (KeyError, TypeError, ZeroDivisionError):
+                            pass
+                    return Stat(vals)
+                tot = lambda d: num(d, "rss") + num(d, "pte")
+                parked = col(lambda r: tot(r["parked"]))
+                at2 = col(lambda r: tot(self.sample_at(r, 2000)))
+                fin = lambda r: r.get("frozen") or r["settled"]
+                settled = col(lambda r: tot(fin(r)))
+                t_set = col(lambda r: num(r["frozen"], "t_ms"))
+                t_chg = col(lambda r: num(r["frozen"], "t_settle_ms"))
+                per = col(lambda r: tot(fin(r)) / num(r["parked"], "spawned"))
+                frozen = col(lambda r: num(fin(r), "frozen"))
+                fzc = col(lambda r: num(r["frozen"], "freeze_cpu_ms"))
+                fzt = col(lambda r: num(r["frozen"], "freeze_ns_per_task"))
+                rel = col(lambda r: num(r["released"], "release_ms"))
+                thaw = col(lambda r: num(r["released"], "thaw_us") if num(r["released"], "thaws", default=0) > 0 else None)
+                stable = all(r.get("frozen", {}).get("stable", "1") == "1" for r in rs)
+                if fz == "off":
+                    off_at[(n, mode)] = (at2.med, settled.med)
+                o2, os_ = off_at.get((n, mode), (None, None))
+                vs_off = "—" if fz == "off" or not o2 or not at2 or not settled else "%.2f; %.2f" % (at2.med / o2, settled.med / os_)
+                md.append("| %s | `%s` | %s | %s | %s%s | %s | %s | %s | %s | %s | %s |" % (
+                    case_label(n, mode), fz, fmt_stat(parked, fmt_bytes), fmt_stat(at2, fmt_bytes),
+                    fmt_stat(settled, fmt_bytes),
+                    " (%s; %s)%s" % (fmt_ms(t_set.med), fmt_ms(t_chg.med), "" if stable else " not stable") if t_set else "",
+                    fmt_stat(per, fmt_bytes), vs_off, fmt_num(frozen.med, 0) if frozen else "—",
+                    "%s; %s" % (fmt_ms(fzc.med), fmt_ns(fzt.med)) if fzc else "—",
+                    fmt_stat(rel, fmt_ms), fmt_stat(thaw, lambda v: "%.2f µs" % v)))
+                if fz == "default" and mode == "idle" and thaw:
+                    release_thaw = thaw.med
+                if fz == "default" and mode in ("idle", "8k"):
+                    tgt = 1.2 * GiB * n / 1e6
+                    scaled = "" if n == 1000000 else " (scaled to %s tasks: %s)" % (count_fmt(n), fmt_bytes(tgt))
+                    self.add_summary("frozen stacks (#14)", "1M × %s parked: RSS+PT 2 s after the last park ≤ 1.2 GiB%s" % (
+                        "idle" if mode == "idle" else "8 KiB once", scaled),
+                        "%s at 2 s; %s settled at %s" % (fmt_bytes(at2.med), fmt_bytes(settled.med), fmt_ms(t_set.med))
+                        if at2 else "no data", (at2.med <= tgt) if at2 else None)
+                    if mode == "idle" and fzt:
+                        self.add_summary("frozen stacks (#14)", "CPU to freeze 1M tasks: measured",
+                                         "%s per task (timed wall-clock): %s per 1M (measured on %s)" % (
+                                             fmt_ns(fzt.med), fmt_ms(fzt.med), count_fmt(n)), True)
+            md.append("")
+        if thaw_ok is not None or release_thaw is not None:
+            parts = []
+            if thaw_ok is not None:
+                parts.append("sleepers at 1s: %.2f µs mean" % thaw_ok)
+            if release_thaw is not None:
+                parts.append("seed release (every task at once): %.2f µs mean" % release_thaw)
+            self.add_summary("frozen stacks (#14)", "thaw on resume ≤ 10 µs", "; ".join(parts),
+                             (thaw_ok if thaw_ok is not None else release_thaw) <= 10)
+
     # ---------------------------------------------------------- machine
     def section_machine(self):
         m = self.machine
         md = self.md
-        md.append("## 5. The machine\n")
+        md.append("## 6. The machine\n")
         rows = [("CPU", "%s, %s CPUs" % (m.get("cpu", "?"), m.get("cpus", "?"))), ("memory", m.get("mem")),
                 ("OS / kernel", "%s / %s" % (m.get("os", "?"), m.get("kernel", "?"))),
                 ("gcc", m.get("gcc")), ("clang", m.get("clang")), ("go", m.get("go")), ("cmake", m.get("cmake")),
@@ -1227,6 +1426,7 @@ class Report:
         self.section_malloc()
         self.section_malloc2()
         self.section_net()
+        self.section_freeze()
         self.section_machine()
         body = self.md[body_start:]
         meta = self.meta

@@ -11,6 +11,9 @@
  *
  * usage: sleepers N mean_ms seconds
  * prints one line: kind=sleepers impl=mote n= mean_ms= freeze= rss_pt= ...
+ * (freeze counters are deltas over the measured window: freeze_cpu_ms,
+ * freezes, thaws and their causes; span_s is the window's length;
+ * freeze_mode / off_reason are /stacks/freeze/mode:enum and off-reason:enum)
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -115,7 +118,8 @@ static void main_task(void *arg)
     int64_t warm = start + 2 * mean_ns;
     double sum = 0, cpu0 = 0;
     long samples = 0, wakes0 = 0;
-    int64_t fz0 = 0, th0 = 0, thn0 = 0, t_meas = 0;
+    int64_t fz0 = 0, th0 = 0, thn0 = 0, fzn0 = 0, thr0 = 0, thf0 = 0, thu0 = 0,
+            t_meas = 0;
     while (mote_now() < end_ns) {
         mote_sleep(100 * 1000000);
         if (mote_now() < warm)
@@ -126,6 +130,10 @@ static void main_task(void *arg)
             fz0 = bench_metric("/stacks/freeze/cpu:ns");
             th0 = bench_metric("/stacks/thaws/cpu:ns");
             thn0 = bench_metric("/stacks/thaws:events");
+            fzn0 = bench_metric("/stacks/freeze/freezes:events");
+            thr0 = bench_metric("/stacks/thaws/resume:events");
+            thf0 = bench_metric("/stacks/thaws/fault:events");
+            thu0 = bench_metric("/stacks/thaws/runtime:events");
             t_meas = mote_now();
         }
         bench_status s = bench_read_status();
@@ -140,7 +148,7 @@ static void main_task(void *arg)
     printf(
         "kind=sleepers impl=mote n=%ld mean_ms=%lld freeze=%s rss_pt=%.0f per_task=%.0f "
         "wakes_per_s=%.0f cpu_s_per_s=%.3f cpu_us_per_wake=%.2f late_p50_us=%.0f "
-        "late_p99_us=%.0f freeze_cpu_ms=%.1f thaws=%lld thaw_us=%.2f frozen_end=%lld\n",
+        "late_p99_us=%.0f freeze_cpu_ms=%.1f thaws=%lld thaw_us=%.2f frozen_end=%lld",
         n_tasks, (long long)(mean_ns / 1000000), fz ? fz : "default",
         samples ? sum / samples : -1.0, samples ? sum / samples / n_tasks : -1.0,
         w / span, cpu / span, w ? cpu / w * 1e6 : 0.0, late_quantile(0.5),
@@ -148,6 +156,17 @@ static void main_task(void *arg)
         (long long)thaws,
         thaws ? (bench_metric("/stacks/thaws/cpu:ns") - th0) / 1e3 / thaws : 0.0,
         (long long)bench_metric("/stacks/frozen:tasks"));
+    printf(
+        " span_s=%.3f thaws_per_s=%.1f freezes=%lld thaws_resume=%lld thaws_fault=%lld "
+        "thaws_runtime=%lld frozen_bytes_end=%lld freeze_mode=%lld off_reason=%lld\n",
+        span, thaws / span,
+        (long long)(bench_metric("/stacks/freeze/freezes:events") - fzn0),
+        (long long)(bench_metric("/stacks/thaws/resume:events") - thr0),
+        (long long)(bench_metric("/stacks/thaws/fault:events") - thf0),
+        (long long)(bench_metric("/stacks/thaws/runtime:events") - thu0),
+        (long long)bench_metric("/stacks/frozen:bytes"),
+        (long long)bench_metric("/stacks/freeze/mode:enum"),
+        (long long)bench_metric("/stacks/freeze/off-reason:enum"));
     fflush(stdout);
 }
 

@@ -123,23 +123,24 @@ func main() {
 	span := time.Since(tMeas).Seconds()
 	c := cpu() - cpu0
 	w := atomic.LoadInt64(&wakes) - wakes0
-	wg.Wait()
+	// No wg.Wait: like mote_run when main returns, the program ends with
+	// the sleepers still asleep (waiting would add up to 8 M to the run).
 	q := func(p float64) float64 {
 		var total int64
 		for i := range fine {
-			total += fine[i]
+			total += atomic.LoadInt64(&fine[i])
 		}
 		for i := range coarse {
-			total += coarse[i]
+			total += atomic.LoadInt64(&coarse[i])
 		}
 		want, seen := int64(p*float64(total)), int64(0)
 		for i := range fine {
-			if seen += fine[i]; seen > want {
+			if seen += atomic.LoadInt64(&fine[i]); seen > want {
 				return float64(i)
 			}
 		}
 		for i := range coarse {
-			if seen += coarse[i]; seen > want {
+			if seen += atomic.LoadInt64(&coarse[i]); seen > want {
 				return float64(i) * 1000
 			}
 		}
