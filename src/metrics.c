@@ -156,7 +156,7 @@ static const struct {
     {"/stacks/thaws/resume:events", m_fz_resume},
     {"/stacks/thaws/fault:events", m_fz_fault},
     {"/stacks/thaws/runtime:events", m_fz_runtime},
-    {"/stacks/thaws/cpu:ns", m_fz_thaw_ns},
+    {"/stacks/thaws/time:ns", m_fz_thaw_ns},
     {"/stacks/freeze/cpu:ns", m_fz_ns},
     {"/stacks/freeze/windows:events", m_fz_windows},
     {"/stacks/freeze/freezes:events", m_fz_freezes},

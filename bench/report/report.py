@@ -1240,11 +1240,11 @@ class Report:
                       "after a warm-up of 2× the mean (span %s s). *RSS+PT/task* is the average of VmRSS + VmPTE "
                       "sampled every 100 ms, ÷ N; *vs Go* is the median over repetitions of mote ÷ Go in the "
                       "same repetition. *Late* is how long after its deadline a task ran (timer slack, plus its "
-                      "thaw when frozen). *Thaw* is `/stacks/thaws/cpu:ns` ÷ thaws. *Freeze CPU* is "
+                      "thaw when frozen). *Thaw* is `/stacks/thaws/time:ns` ÷ thaws. *Freeze CPU* is "
                       "`/stacks/freeze/cpu:ns` per second of the window and per task frozen "
                       "(`/stacks/freeze/freezes:events`); *CPU* is the whole process's (getrusage), in cores. "
-                      "The runtime times thaws and freezes with CLOCK_MONOTONIC around the work, so on a loaded "
-                      "machine these include time the thread was preempted: compare with the *CPU* column.\n" % (
+                      "Freeze CPU is the freezing worker's own CPU time; a thaw is timed with CLOCK_MONOTONIC "
+                      "(its latency is on a wake-up's path), so on a loaded machine it includes preemption.\n" % (
                           count_fmt(num(d0, "n", default=0)), d0.get("mean_ms", "?"), d0.get("span_s", "?")))
             by = {}
             go_by_rep = {}

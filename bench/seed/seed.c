@@ -258,7 +258,7 @@ static void main_task(void *arg)
     wait_frozen(t0, spawned, cpu0);
 #ifdef MOTE_BENCH_HAVE_CHAN
     int64_t th0 = bench_metric("/stacks/thaws:events");
-    int64_t thns0 = bench_metric("/stacks/thaws/cpu:ns");
+    int64_t thns0 = bench_metric("/stacks/thaws/time:ns");
     int64_t r0 = mote_now();
     mote_chan_close(block);
     while (atomic_load(&alive) > 0)
@@ -266,7 +266,7 @@ static void main_task(void *arg)
     int64_t rel_ns = mote_now() - r0;
     s = bench_read_status();
     int64_t thaws = bench_metric("/stacks/thaws:events") - th0;
-    int64_t thns = bench_metric("/stacks/thaws/cpu:ns") - thns0;
+    int64_t thns = bench_metric("/stacks/thaws/time:ns") - thns0;
     printf("kind=seed %s phase=released release_ms=%.1f rss=%lld pte=%lld thaws=%lld "
            "thaw_cpu_ms=%.1f thaw_us=%.2f\n",
            tag, rel_ns / 1e6, (long long)s.rss, (long long)s.pte, (long long)thaws,

@@ -128,7 +128,7 @@ static void main_task(void *arg)
             cpu0 = cpu_s();
             wakes0 = atomic_load(&wakes);
             fz0 = bench_metric("/stacks/freeze/cpu:ns");
-            th0 = bench_metric("/stacks/thaws/cpu:ns");
+            th0 = bench_metric("/stacks/thaws/time:ns");
             thn0 = bench_metric("/stacks/thaws:events");
             fzn0 = bench_metric("/stacks/freeze/freezes:events");
             thr0 = bench_metric("/stacks/thaws/resume:events");
@@ -154,7 +154,7 @@ static void main_task(void *arg)
         w / span, cpu / span, w ? cpu / w * 1e6 : 0.0, late_quantile(0.5),
         late_quantile(0.99), (bench_metric("/stacks/freeze/cpu:ns") - fz0) / 1e6,
         (long long)thaws,
-        thaws ? (bench_metric("/stacks/thaws/cpu:ns") - th0) / 1e3 / thaws : 0.0,
+        thaws ? (bench_metric("/stacks/thaws/time:ns") - th0) / 1e3 / thaws : 0.0,
         (long long)bench_metric("/stacks/frozen:tasks"));
     printf(
         " span_s=%.3f thaws_per_s=%.1f freezes=%lld thaws_resume=%lld thaws_fault=%lld "

@@ -17,6 +17,8 @@ int64_t mote__os_now_ns(void) { return os_clock_ns(CLOCK_MONOTONIC); }
 
 int64_t mote__os_coarse_ns(void) { return os_clock_ns(CLOCK_MONOTONIC_COARSE); }
 
+int64_t mote__os_thread_cpu_ns(void) { return os_clock_ns(CLOCK_THREAD_CPUTIME_ID); }
+
 uint32_t mote__os_coarse_ms(void)
 {
     return (uint32_t)(os_clock_ns(CLOCK_MONOTONIC_COARSE) / 1000000);
