@@ -72,7 +72,7 @@ int64_t mote__os_now_ns(void); /* CLOCK_MONOTONIC */
  * instead of ~20, for decisions that only need "about a millisecond". */
 int64_t mote__os_coarse_ns(void);
 int64_t mote__os_thread_cpu_ns(void); /* CPU time of the calling thread (a system call) */
-uint32_t mote__os_coarse_ms(void); /* the same in ms, wrapping */
+uint32_t mote__os_coarse_ms(void);    /* the same in ms, wrapping */
 
 /* ---- the process, from /proc (proc.c) ---- */
 
