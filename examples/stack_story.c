@@ -192,8 +192,9 @@ static void accept_loop(void *arg)
      * call touched (the trim gives them back after 20 ms parked). */
     uint64_t resident = 0;
     mote_metric("/stacks/resident:bytes", &resident);
-    printf("served %d requests, checksum %lx; parked handlers' stacks: %llu KiB resident\n",
-           NREQ, sum, (unsigned long long)resident >> 10);
+    printf(
+        "served %d requests, checksum %lx; parked handlers' stacks: %llu KiB resident\n",
+        NREQ, sum, (unsigned long long)resident >> 10);
     mote_chan_close(keepalive);
     if (report_path) { /* the measured depths, for `mote-stack check` */
         uint64_t live = 0;
