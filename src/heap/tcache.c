@@ -593,7 +593,13 @@ static inline void *bm_claim(heap_page *pg)
         if (CAS_WEAK(&pg->bits, &b, b & ~bit, ACQUIRE)) {
             page_used_add(pg, 1);
             COUNT(&pg->allocs, 1);
-            return pg->start + (size_t)__builtin_ctzll(bit) * pg->bsize;
+            heap_block *blk =
+                (heap_block *)(pg->start + (size_t)__builtin_ctzll(bit) * pg->bsize);
+            /* The slice may have held a small page whose free block here
+             * kept its cookie: a block the program never writes would
+             * then look freed twice on its first remote free. */
+            blk->cookie = 0;
+            return blk;
         }
     }
 }
