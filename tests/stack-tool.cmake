@@ -51,9 +51,16 @@ if(MOTE_STACK_BUILT)
   else()
     add_test(NAME stack_calibrate COMMAND sh -c "exit 77")
   endif()
-  add_test(NAME stack_story COMMAND ${_st_py} ${_st_run} story ${_st_tool}
-    $<TARGET_FILE:mote_stack_story> $<TARGET_FILE:mote_stack_story_fixed>
-    ${CMAKE_SOURCE_DIR}/tools/mote-stack/mote.hints)
+  # The story is about the handler's own frames; in an unoptimised runtime
+  # (Debug) mote's parking path is deeper than any of them, which is true
+  # but not the story.
+  if(CMAKE_BUILD_TYPE STREQUAL "Debug")
+    add_test(NAME stack_story COMMAND sh -c "echo 'stack_story: needs an optimised libmote'; exit 77")
+  else()
+    add_test(NAME stack_story COMMAND ${_st_py} ${_st_run} story ${_st_tool}
+      $<TARGET_FILE:mote_stack_story> $<TARGET_FILE:mote_stack_story_fixed>
+      ${CMAKE_SOURCE_DIR}/tools/mote-stack/mote.hints)
+  endif()
   set_tests_properties(stack_corpus_gcc stack_corpus_clang stack_errors stack_check
     stack_traces stack_spawn stack_live stack_calibrate stack_story
     PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS stack)

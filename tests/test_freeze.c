@@ -22,6 +22,16 @@
 #include "check.h"
 #include "mote.h"
 
+/* MOTE_DEBUG=2 walks a whole wait queue after each change, reading records
+ * that live on other tasks' frozen stacks: like any foreign read, those
+ * reads thaw by fault.  "Nothing of mote's faults its way in" holds below
+ * that level. */
+#if MOTE_DEBUG >= 2
+#define OWN_THAWS_ONLY 0
+#else
+#define OWN_THAWS_ONLY 1
+#endif
+
 #define MS 1000000LL
 
 static uint64_t metric(const char *name)
@@ -124,11 +134,12 @@ TEST_TASK(idle_tasks_freeze_and_wake_intact)
         CHECK(v >= 0 && v < IDLE_N && !seen[v]);
         seen[v] = 1;
     }
-    CHECK(metric("/stacks/thaws/runtime:events") +
-              metric("/stacks/thaws/resume:events") >=
+    CHECK(metric("/stacks/thaws/runtime:events") + metric("/stacks/thaws/resume:events") +
+              (OWN_THAWS_ONLY ? 0 : metric("/stacks/thaws/fault:events") - faults0) >=
           (uint64_t)IDLE_N);
     /* mote's own hand-offs thawed explicitly: nothing faulted its way in */
-    CHECK_EQ(metric("/stacks/thaws/fault:events"), faults0);
+    if (OWN_THAWS_ONLY)
+        CHECK_EQ(metric("/stacks/thaws/fault:events"), faults0);
     CHECK_EQ(metric("/stacks/frozen:tasks"), 0);
     CHECK_EQ(metric("/stacks/frozen:bytes"), 0);
     mote_chan_free(idle_ch);
@@ -246,7 +257,8 @@ TEST_TASK(every_kind_of_wait_wakes_from_frozen)
     mote_wg_wait(&kinds_done);
     CHECK_EQ(atomic_load(&kinds_bad), 0);
     /* every hand-off into a frozen frame thawed it first, explicitly */
-    CHECK_EQ(metric("/stacks/thaws/fault:events"), faults0);
+    if (OWN_THAWS_ONLY)
+        CHECK_EQ(metric("/stacks/thaws/fault:events"), faults0);
     CHECK(metric("/stacks/thaws/runtime:events") > runtime0);
     mote_chan_free(sel_a);
     mote_chan_free(sel_b);
