@@ -10,7 +10,7 @@
 #include "task.h"
 
 /* The whole heap is well formed: indices agree and parents come first. */
-static inline bool timer_valid(const timer_heap *h)
+__attribute__((unused)) static bool timer_valid(const timer_heap *h)
 {
     for (uint32_t i = 0; i < h->n; i++) {
         if (h->v[i]->timer_idx != i)
