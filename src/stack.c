@@ -411,7 +411,8 @@ static void stack_slot_owned(const stack_slot *s, void *owner)
 }
 
 /* Whether top is in cache's list of class cls (debug checks only). */
-__attribute__((unused)) static bool stack_cache_holds(const stack_cache *cache, int cls, uintptr_t top)
+__attribute__((unused)) static bool stack_cache_holds(const stack_cache *cache, int cls,
+                                                      uintptr_t top)
 {
     for (uintptr_t t = cache->head[cls]; t; t = STACK_LINK(t))
         if (t == top)
