@@ -1387,7 +1387,7 @@ class Report:
                         if at2 else "no data", (at2.med <= tgt) if at2 else None)
                     if mode == "idle" and fzt:
                         self.add_summary("frozen stacks (#14)", "CPU to freeze 1M tasks: measured",
-                                         "%s per task (timed wall-clock): %s per 1M (measured on %s)" % (
+                                         "%s per task (the worker's CPU time): %s per 1M (measured on %s)" % (
                                              fmt_ns(fzt.med), fmt_ms(fzt.med), count_fmt(n)), True)
             md.append("")
         if thaw_ok is not None or release_thaw is not None:
