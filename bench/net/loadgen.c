@@ -527,10 +527,16 @@ static void run_idle(void)
     usleep(1000000); /* what the server keeps, not what it passed through */
     server_mem(&rss, &pte);
     held = server_fds() - fds0;
+    /* and once more 2 s later: past mote's default freeze threshold (1 s),
+     * which the connections reach just as the first figure is read */
+    int64_t rss3, pte3;
+    usleep(2000000);
+    server_mem(&rss3, &pte3);
     printf("name=echo_idle conns=%d held=%ld base_rss=%lld base_pte=%lld rss=%lld "
-           "pte=%lld bytes_per_conn=%.0f open_s=%.2f%s\n",
+           "pte=%lld bytes_per_conn=%.0f bytes_per_conn_3s=%.0f open_s=%.2f%s\n",
            g.conns, held, (long long)rss0, (long long)pte0, (long long)rss,
-           (long long)pte, (double)(rss + pte - rss0 - pte0) / g.conns, open_s, g.tags);
+           (long long)pte, (double)(rss + pte - rss0 - pte0) / g.conns,
+           (double)(rss3 + pte3 - rss0 - pte0) / g.conns, open_s, g.tags);
 }
 
 /* ---- main ------------------------------------------------------------------------ */

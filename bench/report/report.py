@@ -1079,7 +1079,8 @@ class Report:
                 continue
             key = (d["name"], d.get("conns", "?"), d.get("cpu", "?"), d["impl"])
             e = t.setdefault(key, {})
-            for k in ("rps", "msgs_per_s", "p50_us", "p99_us", "bytes_per_conn", "held", "open_s"):
+            for k in ("rps", "msgs_per_s", "p50_us", "p99_us", "bytes_per_conn", "bytes_per_conn_3s", "held",
+                      "open_s"):
                 v = num(d, k)
                 if v is not None:
                     e.setdefault(k, []).append(v)
@@ -1136,9 +1137,10 @@ class Report:
             if idle:
                 md.append("**Idle connections**: the echo server holding N connections that never send, "
                           "(VmRSS + VmPTE 1 s after the server accepted the last one − the same before the first) ÷ N, "
-                          "read from `/proc/<pid>/status` by the load generator.\n")
-                md.append("| connections | mote per connection | Go per connection | mote vs Go | held mote / Go | time to open mote / Go |")
-                md.append("|---|---|---|---|---|---|")
+                          "read from `/proc/<pid>/status` by the load generator; *at 3 s*: the same 2 s later, once "
+                          "mote's default freeze threshold (1 s) has passed for every connection.\n")
+                md.append("| connections | mote per connection | Go per connection | mote vs Go | mote / Go at 3 s | held mote / Go | time to open mote / Go |")
+                md.append("|---|---|---|---|---|---|---|")
                 for n in idle:
                     a = t.get(("echo_idle", str(n), "pinned", "mote"), {})
                     g = t.get(("echo_idle", str(n), "pinned", "go"), {})
@@ -1150,9 +1152,14 @@ class Report:
 
                     def opened(e):
                         return "%.2f s" % e["open_s"].med if e.get("open_s") else "—"
-                    md.append("| %s | %s | %s | %s | %s / %s | %s / %s |" % (
+                    a3, g3 = a.get("bytes_per_conn_3s", Stat([])), g.get("bytes_per_conn_3s", Stat([]))
+                    if a3.med is not None:
+                        self.compare("idle connection at 3 s, %s held" % count_fmt(n), a3.med, g3.med,
+                                     words=("less", "more"))
+                    md.append("| %s | %s | %s | %s | %s / %s | %s / %s | %s / %s |" % (
                         count_fmt(n), fmt_stat(ab, fmt_bytes), fmt_stat(gb, fmt_bytes),
                         ratio_text(ab.med, gb.med, what=("less memory", "more memory")),
+                        fmt_stat(a3, fmt_bytes), fmt_stat(g3, fmt_bytes),
                         held(a), held(g), opened(a), opened(g)))
                 md.append("")
         lim = next((d for d in self.net if d.get("kind") == "limits"), None)
