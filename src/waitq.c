@@ -67,7 +67,7 @@ void mote__waitq_wake(waiter *list)
     }
 }
 
-static inline bool waitq_none_linked(const task *t)
+__attribute__((unused)) static bool waitq_none_linked(const task *t)
 {
     for (const waiter *w = t->waits; w; w = w->also)
         if (w->linked)

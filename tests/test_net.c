@@ -102,6 +102,7 @@ TEST_TASK(every_call_times_out)
     while ((w = mote_write(a, big, sizeof big, 50 * MS)) == (ssize_t)sizeof big)
         total += w;
     CHECK(w == -ETIMEDOUT || (w > 0 && w < (ssize_t)sizeof big));
+    CHECK(total > 0 || w > 0); /* it wrote what the buffers took first */
     char addr[64];
     int lfd = listen_any(addr, sizeof addr);
     t0 = mote_now();
