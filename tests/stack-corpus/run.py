@@ -553,8 +553,20 @@ def mode_story(tool, fat, fixed, hints):
         fail("render_template frame %d, expected ~2.6 KB" % rt["frame"])
     if not res["fixed"]["bound"] < res["fat"]["bound"]:
         fail("the fix does not lower the bound")
-    if not res["fixed"]["stack_size"] < res["fat"]["stack_size"]:
-        fail("recommended stack_size does not drop: %d -> %d" % (res["fat"]["stack_size"], res["fixed"]["stack_size"]))
+    fixed_path = [s["name"] for s in res["fixed"]["path"]]
+    if res["fixed"]["stack_size"] > res["fat"]["stack_size"]:
+        fail("recommended stack_size grows: %d -> %d" % (res["fat"]["stack_size"], res["fixed"]["stack_size"]))
+    elif res["fixed"]["stack_size"] == res["fat"]["stack_size"]:
+        # Once the handler's own path is short enough, the deepest one left
+        # may be mote's parking path (statically it reaches the scheduler's
+        # chores, which at run time happen on the worker's stack); with
+        # clang it is 160 bytes over 16 KiB with the signal reserve.  The
+        # recommendation must drop whenever the user's code is deepest.
+        if "render_template" in fixed_path or not any(n.startswith("mote_") for n in fixed_path):
+            fail("recommended stack_size does not drop: %d -> %d" % (res["fat"]["stack_size"], res["fixed"]["stack_size"]))
+        else:
+            print("note: the fixed binary's deepest path is mote's own (%s); its recommendation stays %d"
+                  % (" > ".join(fixed_path[:4]), res["fixed"]["stack_size"]))
     # The runtime's side: measured depth and resident stack memory drop too.
     # Resident is read while the handlers are parked, before their 20 ms
     # trim: a loaded machine may trim some first, so it gets three tries.
