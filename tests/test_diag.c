@@ -70,10 +70,15 @@ static void sleeper(void *arg)
     mote_sleep(60 * 1000 * MS);
 }
 
+static atomic_int offload_release;
+
+/* Stays in the pool until the dump is taken: a fixed sleep could end
+ * before a loaded machine had the other three tasks blocked. */
 static intptr_t slow(void *arg)
 {
     (void)arg;
-    usleep(300 * 1000);
+    for (int i = 0; i < 60000 && !atomic_load(&offload_release); i++)
+        usleep(1000);
     return 0;
 }
 
@@ -90,6 +95,7 @@ static char dumped[1 << 16];
 TEST_TASK(dump_names_every_task_and_what_it_waits_on)
 {
     gate = mote_chan_make(0, 0);
+    atomic_store(&offload_release, 0);
     CHECK_EQ(pipe(pfd), 0);
     mote_task_opts o = MOTE_TASK_OPTS_INIT;
     o.name = "the-chan-waiter";
@@ -112,6 +118,7 @@ TEST_TASK(dump_names_every_task_and_what_it_waits_on)
     CHECK(strstr(dumped, "(the-sleeper) sleeping"));
     CHECK(strstr(dumped, "(the-offloader) in mote_offload"));
     CHECK(strstr(dumped, "(main) running")); /* the caller */
+    atomic_store(&offload_release, 1);
     mote_close(pfd[0]);
     mote_close(pfd[1]);
 }
