@@ -503,7 +503,8 @@ static int load_functions(elfbin *b, const elfbin_opts *o)
                          b->path, got);
         }
     }
-    qsort(syms, n, sizeof *syms, cmp_rawsym);
+    if (n) /* (no symbols at all: syms may be NULL) */
+        qsort(syms, n, sizeof *syms, cmp_rawsym);
     if (o->eh_frame) {
         size_t got = add_eh_frame_funcs(b, &syms, &n, &cap);
         if (got) {

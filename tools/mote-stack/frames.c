@@ -749,8 +749,10 @@ static void run_path(analyzer *a, uint64_t addr, state s)
             if (I->op == OP_SUB_REG && r0 == r1) {
                 *d = rv_const(0);
             } else if (src.k == K_CONST && (d->k == K_SP || d->k == K_CONST)) {
-                int64_t delta = I->op == OP_SUB_REG ? src.v : -src.v;
-                d->v += d->k == K_SP ? delta : -delta;
+                /* modular, as the machine computes it (constants may be
+                 * any 64-bit value: no signed overflow) */
+                uint64_t delta = I->op == OP_SUB_REG ? (uint64_t)src.v : -(uint64_t)src.v;
+                d->v = (int64_t)((uint64_t)d->v + (d->k == K_SP ? delta : -delta));
             } else if (d->k == K_SP || d->k == K_DYN) {
                 *d = rv_dyn();
                 if (r0 == RSP)
