@@ -29,7 +29,9 @@ TEST_TASK(idle_runtime_uses_no_cpu)
         CHECK_EQ(mote_go(napper, NULL), 0);
     CHECK_EQ(mote_wg_wait(&napping), 0);
     WAIT_UNTIL(test_metric("/tasks/blocked:tasks") == 100, 60);
-    mote_sleep(50 * 1000000); /* let the workers settle: spins and trims end */
+    /* let the workers settle: spins, trims and the freeze of the parked
+     * tasks (MOTE_STACK_FREEZE, 1 s; slow under a sanitizer) end */
+    mote_sleep(1500 * 1000000LL);
     double c0 = cpu_seconds();
     int64_t t0 = mote_now();
     CHECK_EQ(mote_sleep(1000000000), 0);
