@@ -32,24 +32,14 @@ mote__arch_switch:
     stmxcsr (%rsp)
     fnstcw  4(%rsp)
     movq    %rsp, (%rdi)
-    movq    (%rsi), %rsp
-    ldmxcsr (%rsp)
-    fldcw   4(%rsp)
-    addq    $8, %rsp
-    popq    %r15
-    popq    %r14
-    popq    %r13
-    popq    %r12
-    popq    %rbx
-    popq    %rbp
-    ret
+    movq    %rsi, %rdi
+    /* falls through: the restoring half is mote__arch_jump's */
     .cfi_endproc
     .size   mote__arch_switch, .-mote__arch_switch
 
     .globl  mote__arch_jump
     .hidden mote__arch_jump
     .type   mote__arch_jump, @function
-    .p2align 4
 mote__arch_jump:
     .cfi_startproc
     movq    (%rdi), %rsp
