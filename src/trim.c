@@ -71,6 +71,14 @@ static void trim_unlink(trim_state *s, task *t)
     s->n--;
 }
 
+static void trim_link(trim_state *s, task *t)
+{
+    mote__assert(!t->trim_queued);
+    list_push_back(&s->parked, &t->trim_link);
+    t->trim_queued = true;
+    s->n++;
+}
+
 void mote__trim_on_park(trim_state *s, task *t)
 {
     t->trimmed = 0;
@@ -81,9 +89,7 @@ void mote__trim_on_park(trim_state *s, task *t)
     s->clock = mote__os_coarse_ns();
     STORE(&t->parked_at, s->clock, RELAXED);
     if (s->delay >= 0 && !t->trim_queued) {
-        list_push_back(&s->parked, &t->trim_link);
-        t->trim_queued = true;
-        s->n++;
+        trim_link(s, t);
         int64_t delay = s->delay << t->trim_shift;
         if (s->next > s->clock + delay)
             s->next = s->clock + delay;
@@ -265,9 +271,7 @@ static void trim_freeze(trim_state *s)
             continue;
         if (t->fz_shift < 7)
             t->fz_shift++;
-        list_push_back(&s->parked, &t->trim_link);
-        t->trim_queued = true;
-        s->n++; /* (looked at again within the decay period: trim_run) */
+        trim_link(s, t); /* (looked at again within the decay period: trim_run) */
     }
     s->nfreeze = 0;
 }
