@@ -302,7 +302,7 @@ TEST_TASK(a_timer_wakes_a_frozen_sleeper)
  * every store that the word still holds its previous value; one more
  * thread makes the kernel store into the frames, through read() from a
  * pipe.  A lost store shows as a word that went back in time. */
-#define HAM_TASKS   8
+#define HAM_TASKS   16
 #define HAM_WRITERS 2
 
 typedef struct ham_frame {
@@ -325,7 +325,10 @@ static void ham_task(void *arg)
     uint64_t n = 0;
     while (!atomic_load(&ham_stop)) {
         f.own = ++n;
-        mote_sleep(35 * MS); /* past the threshold: frozen meanwhile */
+        /* Past the threshold, so frozen meanwhile.  The writers thaw each
+         * freeze at once, so the runtime doubles this task's threshold
+         * after each (freeze.c); the sleep doubles with it, up to 64x. */
+        mote_sleep((35 * MS) << (n - 1 < 6 ? n - 1 : 6));
         if (f.own != n)
             atomic_fetch_add(&ham_lost, 1);
         atomic_fetch_add(&ham_cycles, 1);
