@@ -120,7 +120,13 @@ static inline void sanfiber_destroy(sanfiber_ctx *c)
 #endif
 }
 
-static inline void sanfiber_enter(sanfiber_ctx *from, int dying, sanfiber_ctx *to)
+/* Always inlined: under TSan an out-of-line copy would enter its frame on
+ * one fiber and leave it on the other, and each such switch took a word
+ * off the shadow stack of the fiber it switched to (clang did not inline
+ * the one in sched.c's cold exit path; the worker's shadow stack ran
+ * under its start and the next call crashed). */
+__attribute__((always_inline)) static inline void
+sanfiber_enter(sanfiber_ctx *from, int dying, sanfiber_ctx *to)
 {
     (void)from, (void)dying, (void)to;
 #ifdef SANFIBER_ASAN
