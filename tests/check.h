@@ -21,6 +21,16 @@
 #ifndef TEST_SANITIZED
 #define TEST_SANITIZED 0
 #endif
+#if defined(__SANITIZE_THREAD__)
+#define TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TEST_TSAN 1
+#endif
+#endif
+#ifndef TEST_TSAN
+#define TEST_TSAN 0
+#endif
 /* Divides a workload size under sanitizers. */
 #define TEST_SCALE(n, div) (TEST_SANITIZED ? ((n) / (div) ? (n) / (div) : 1) : (n))
 

@@ -206,11 +206,14 @@ TEST(a_task_that_does_not_park_is_a_reported_stall)
 {
     char err[8192];
     int st = test_fork_capture(stall_child, NULL, err, sizeof err);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !strstr(err, "stall_main"))
         fprintf(stderr, "%s", err);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     CHECK(strstr(err, "mote: stall: task 1 (main) has run"));
-    CHECK(strstr(err, "stall_main"));
+    /* TSan holds a signal back until the thread enters one of its
+     * interceptors and then hands the handler that moment's context, so
+     * the sampled backtrace may start inside TSan. */
+    CHECK(TEST_TSAN || strstr(err, "stall_main"));
 }
 
 TEST(a_blocking_system_call_is_a_reported_stall)
