@@ -149,8 +149,10 @@ void mote__sched_switch(worker *w, task *from, task *to)
     mote__assert(!to || to->worker == w);
     if (to) {
         mote__freeze_resume(to); /* its stack must be there to switch to */
-        if (to->io_woken)
+        if (to->io_woken) {
             mote__sched_stats_io_wake(w, to);
+            mote__trim_on_io_wake(to);
+        }
     }
     w->current = to;
     mote__current_task = to;
