@@ -63,8 +63,13 @@ bool mote__netpoll_active(void);
 /* Processes ready events: waits up to timeout_ns (0: just looks).  Called
  * by workers (w) from scheduling points and, when idle, as the one blocked
  * poller.  Returns the number of events, or -EBUSY when another worker is
- * already the blocked poller (then sleep on the futex instead). */
-int mote__netpoll_poll(struct worker *w, int64_t timeout_ns);
+ * already the blocked poller (then sleep on the futex instead).
+ *
+ * A worker that blocks passes its futex word `sleeping` (else NULL): once
+ * the poller, it blocks only if the word is still set.  A waker clears the
+ * word, then breaks the poller if that is the worker (mote__sched_wake):
+ * so the waker sees the poller, or the poller sees the cleared word. */
+int mote__netpoll_poll(struct worker *w, int64_t timeout_ns, const int *sleeping);
 
 /* Interrupts the blocked poller (a wake for the worker that polls). */
 void mote__netpoll_break(void);

@@ -262,7 +262,7 @@ static void sched_chores(worker *w)
     mote__memory_trim(w, now);
     if (mote__netpoll_active() && now - w->last_poll >= NETPOLL_INTERVAL_NS) {
         w->last_poll = now;
-        mote__netpoll_poll(w, 0);
+        mote__netpoll_poll(w, 0, NULL);
     }
 }
 
@@ -351,7 +351,8 @@ static void sched_idle(worker *w)
     bool polling = mote__netpoll_active();
     if (polling && rt.nworkers > 1) { /* a lone worker blocks in epoll below */
         w->last_poll = mote__os_now_ns();
-        if (mote__netpoll_poll(w, 0) > 0 && (w->rq_head || LOAD(&w->inbox, RELAXED)))
+        if (mote__netpoll_poll(w, 0, NULL) > 0 &&
+            (w->rq_head || LOAD(&w->inbox, RELAXED)))
             return;
     }
     /* Spinning catches wake-ups already on their way: from other workers,
@@ -362,8 +363,9 @@ static void sched_idle(worker *w)
     int rounds = rt.nworkers > 1 || polling ? SCHED_SPIN_ROUNDS : 0;
     FETCH_ADD(&rt.nspinning, 1, SEQ_CST);
     for (int i = 0; i < rounds; i++) {
-        if (sched_has_work(w) || (polling && !(i & 7) && mote__netpoll_poll(w, 0) > 0 &&
-                                  (w->rq_head || LOAD(&w->inbox, RELAXED)))) {
+        if (sched_has_work(w) ||
+            (polling && !(i & 7) && mote__netpoll_poll(w, 0, NULL) > 0 &&
+             (w->rq_head || LOAD(&w->inbox, RELAXED)))) {
             FETCH_SUB(&rt.nspinning, 1, SEQ_CST);
             return;
         }
@@ -403,7 +405,7 @@ static void sched_idle(worker *w)
             }
             /* One idle worker waits in epoll, so a ready socket wakes a
              * task at once; the others sleep on their futex. */
-            if (wait != 0 && !(polling && mote__netpoll_poll(w, wait) >= 0))
+            if (wait != 0 && !(polling && mote__netpoll_poll(w, wait, &w->sleeping) >= 0))
                 mote__os_futex_wait(&w->sleeping, 1, wait);
         }
         if (counted) {
