@@ -46,7 +46,9 @@ const mote__option mote__options[OPT_COUNT] = {
                         .choices = "off,lazy,eager",
                         .def = 1,
                         .def_doc = "lazy",
-                        .doc = "`off`, `lazy` (parked 20 ms), `eager` (at once)",
+                        .doc =
+                            "`off`, `lazy` (parked 20 ms, 160 ms after an I/O wake-up, "
+                            "longer for a task that keeps going deep), `eager` (at once)",
                         .expect = "off, lazy or eager"},
     [OPT_STACK_GUARD] =
         {.name = "MOTE_STACK_GUARD",
