@@ -179,8 +179,8 @@ void mote__freeze_resume_slow(task *t)
     if (LOAD(&t->fz, ACQUIRE) & FZ_STATE)
         mote__freeze_thaw(t, FREEZE_RESUME);
     uint8_t v = fz_lock(t);
-    if ((v & FZ_SHORT) && t->fz_shift < 7)
-        t->fz_shift++;
+    if (v & FZ_SHORT)
+        mote__freeze_backoff(t);
     else if ((v & FZ_LONG) && t->fz_shift > 0)
         t->fz_shift--;
     fz_unlock(t, (uint8_t)(v & ~(FZ_SHORT | FZ_LONG)));

@@ -122,6 +122,13 @@ static inline void mote__freeze_resume(task *t)
         mote__freeze_resume_slow(t);
 }
 
+/* Doubles t's freeze threshold, up to 128x (its 3-bit fz_shift). */
+static inline void mote__freeze_backoff(task *t)
+{
+    if (t->fz_shift < 7)
+        t->fz_shift++;
+}
+
 /* The ns t must stay parked before its worker freezes it. */
 static inline int64_t mote__freeze_after(const task *t, int64_t threshold)
 {

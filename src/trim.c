@@ -281,8 +281,7 @@ static void trim_freeze(trim_state *s)
         if ((LOAD(&t->fz, ACQUIRE) & FZ_STATE) != FZ_ACTIVE || t->trim_queued ||
             LOAD(&t->wait_state, ACQUIRE) != TASK_WAITING)
             continue;
-        if (t->fz_shift < 7)
-            t->fz_shift++;
+        mote__freeze_backoff(t);
         trim_link(s, t); /* (looked at again within the decay period: trim_run) */
     }
     s->nfreeze = 0;

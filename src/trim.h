@@ -6,8 +6,9 @@
  * no trim can race a running task, with no lock and no flag.
  *   - Parked tasks: a task that parks joins its worker's candidate list; once
  *     it has stayed parked for the delay (MOTE_STACK_TRIM=lazy: 20 ms,
- *     longer per task, see trim.c; eager: at the next scheduling point), mincore finds its resident
- *     pages below the page holding its saved stack pointer, and those go back
+ *     longer per task, see trim.c; eager: at the next scheduling point),
+ *     mincore finds its resident pages below the page holding its saved
+ *     stack pointer, and those go back
  *     with MADV_DONTNEED, in batches (pagebatch.h).  mincore's answer is also
  *     the task's high-water mark since its last trim.
  *   - Depth samples: one task in 256 starts on a stack trimmed to its top
@@ -57,10 +58,10 @@ typedef struct trim_state {
 } trim_state;
 
 void mote__trim_init(trim_state *s, int mode, stackprof *prof);
-/* A task parks: cheap; queues it once. */
 /* t was woken by the netpoller: it serves a descriptor, and the next
  * request is likely soon, so its trim delay is at least 8x the base. */
 void mote__trim_on_io_wake(task *t);
+/* A task parks: cheap; queues it once. */
 void mote__trim_on_park(trim_state *s, task *t);
 /* A task takes its stack (before it first runs): a depth sample when
  * sample (the first of its entry function), or one start in 256. */
