@@ -11,7 +11,12 @@
  * Polling: at most one idle worker blocks in epoll (`poller`); busy
  * workers look without waiting from their scheduling points, at least every
  * NETPOLL_INTERVAL_NS (sched.c); an idle worker looks before it spins.  A
- * worker blocked in epoll is woken by the eventfd (mote__netpoll_break).
+ * worker blocked in epoll is woken by the eventfd (mote__netpoll_break),
+ * which is level-triggered and drained only by the blocked poller, before
+ * it gives up the role: a look without waiting, or the previous poller,
+ * could otherwise take the wake-up meant for the next one, which would
+ * then sleep for good (seen: the end of a run waited on a worker in
+ * epoll_wait, in 1 run of 5 under load).
  *
  * Locking: init_lock for creation and table chunks; each pdesc's lock for
  * its waiters and registration; the rest is atomic.
@@ -77,7 +82,7 @@ static int netpoll_init(void)
             if (ep >= 0)
                 close(ep);
             st = ep < 0 ? ep : ev;
-        } else if ((st = mote__os_poll_add(ep, ev, NETPOLL_BREAK_TAG)) != 0) {
+        } else if ((st = mote__os_poll_add_level(ep, ev, NETPOLL_BREAK_TAG)) != 0) {
             close(ep);
             close(ev);
         } else {
@@ -291,20 +296,22 @@ int mote__netpoll_poll(struct worker *w, int64_t timeout_ns, const int *sleeping
     }
     os_poll_event ev[128];
     int n = mote__os_poll_wait(np.epfd, ev, 128, timeout_ns);
-    if (block)
-        STORE(&np.poller, 0, SEQ_CST);
-    if (n <= 0)
-        return 0;
-    FETCH_ADD(&np.polls, 1, RELAXED);
     int real = 0;
     for (int i = 0; i < n; i++) {
         if (ev[i].data == NETPOLL_BREAK_TAG) {
-            mote__os_event_drain(np.efd);
+            if (block)
+                mote__os_event_drain(np.efd);
             continue;
         }
-        netpoll_event(&ev[i]);
-        real++;
+        ev[real++] = ev[i];
     }
+    if (block)
+        STORE(&np.poller, 0, SEQ_CST);
+    if (real <= 0)
+        return 0;
+    FETCH_ADD(&np.polls, 1, RELAXED);
+    for (int i = 0; i < real; i++)
+        netpoll_event(&ev[i]);
     FETCH_ADD(&np.events, (uint64_t)real, RELAXED);
     return real;
 }

@@ -141,6 +141,9 @@ int mote__os_poll_create(void);
  * -EPERM (a regular file or directory: epoll refuses it), or another
  * -errno. */
 int mote__os_poll_add(int epfd, int fd, uint64_t data);
+/* Registers fd level-triggered for input only: it stays reported to every
+ * wait until it is drained (the poller's wake-up eventfd). */
+int mote__os_poll_add_level(int epfd, int fd, uint64_t data);
 int mote__os_poll_del(int epfd, int fd);
 
 /* One ready descriptor: its tag and what happened. */

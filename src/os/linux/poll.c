@@ -2,7 +2,8 @@
  * poll.c - epoll and eventfd for the netpoller (see os.h).  Descriptors are
  * registered once, edge-triggered, for everything (input, output, peer
  * hang-up): readiness is then tracked in user space and no re-arming system
- * call is ever needed.  Waits use epoll_pwait2 for nanosecond timeouts where
+ * call is ever needed.  The one exception is the poller's wake-up eventfd,
+ * level-triggered so that a look by another thread cannot consume it.  Waits use epoll_pwait2 for nanosecond timeouts where
  * the kernel has it (5.11+), else epoll_wait rounded up to milliseconds.
  */
 #include "os/os.h"
@@ -27,10 +28,9 @@ int mote__os_poll_create(void)
     return fd >= 0 ? fd : -errno;
 }
 
-int mote__os_poll_add(int epfd, int fd, uint64_t data)
+static int os_poll_ctl_add(int epfd, int fd, uint32_t events, uint64_t data)
 {
-    struct epoll_event e = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
-                            .data.u64 = data};
+    struct epoll_event e = {.events = events, .data.u64 = data};
     if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &e) == 0)
         return 0;
     /* Still registered under an earlier tag (a dup of it stayed open when
@@ -38,6 +38,16 @@ int mote__os_poll_add(int epfd, int fd, uint64_t data)
     if (errno == EEXIST && epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &e) == 0)
         return 0;
     return -errno;
+}
+
+int mote__os_poll_add(int epfd, int fd, uint64_t data)
+{
+    return os_poll_ctl_add(epfd, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, data);
+}
+
+int mote__os_poll_add_level(int epfd, int fd, uint64_t data)
+{
+    return os_poll_ctl_add(epfd, fd, EPOLLIN, data);
 }
 
 int mote__os_poll_del(int epfd, int fd)
