@@ -544,8 +544,9 @@ static int load_functions(elfbin *b, const elfbin_opts *o)
      * then ends where the next one (or its section) does. */
     for (size_t i = 0; i < b->nfuncs; i++) {
         mfunc *f = &b->funcs[i];
-        size_t avail;
-        elfbin_code(b, f->addr, &avail);
+        size_t avail = 0; /* every symbol kept lies in code (see above) */
+        if (!elfbin_code(b, f->addr, &avail))
+            continue;
         uint64_t end = f->addr + avail;
         if (i + 1 < b->nfuncs && b->funcs[i + 1].addr < end)
             end = b->funcs[i + 1].addr;
