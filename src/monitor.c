@@ -114,7 +114,13 @@ static void monitor_report(worker *w, int64_t for_ns)
     if (st == 'R') {
         uint32_t seq = LOAD(&w->stall_seq, ACQUIRE);
         pthread_kill(w->thread, MONITOR_SIGNAL);
-        for (int i = 0; i < 50 && LOAD(&w->stall_seq, ACQUIRE) == seq; i++)
+        /* The handler runs when the thread next gets a CPU, which on a
+         * loaded machine can take tens of ms (seen: 10 ms was not enough
+         * in 1 of 5000 runs beside a busy suite); stop early once the task
+         * has moved on, since then it was not stalled any more. */
+        for (int i = 0; i < 1000 && LOAD(&w->stall_seq, ACQUIRE) == seq &&
+                        LOAD(&w->running, SEQ_CST) == t;
+             i++)
             usleep(200);
         if (LOAD(&w->stall_seq, ACQUIRE) != seq) {
             npcs = w->stall_npcs;

@@ -179,17 +179,29 @@ static void stall_main(void *arg)
     /* This worker runs a task that does not park; a fresh task queued here
      * meanwhile must be taken by the other, idle worker. */
     CHECK_EQ(mote_go(late, NULL), 0);
-    int64_t t0 = mote_now();
-    if (raw_syscall) {
-        usleep(80 * 1000); /* a raw blocking call: blocks this worker */
-    } else {
-        /* Mostly spinning here, not in the clock: the report's backtrace
-         * is sampled wherever the task is, and the vDSO keeps no frame
-         * pointer to walk out of it. */
-        volatile unsigned spin = 0;
-        while (mote_now() - t0 < 80 * MS)
+    /* Stuck until the monitor has seen it (however late a loaded machine
+     * runs the monitor), then long enough for the report to be taken. */
+    int64_t t0 = mote_now(), seen = 0, looked = 0;
+    for (;;) {
+        int64_t now = mote_now();
+        if (!seen && now - looked >= MS) { /* seldom: the sample is taken here */
+            looked = now;
+            if (metric("/sched/stalls:events") > before)
+                seen = now;
+        }
+        if ((seen && now - seen >= 300 * MS && now - t0 >= 80 * MS) ||
+            now - t0 > 20000 * MS)
+            break;
+        if (raw_syscall) {
+            usleep(20 * 1000); /* a raw blocking call: blocks this worker */
+        } else {
+            /* Mostly spinning here, not in the clock: the report's
+             * backtrace is sampled wherever the task is, and the vDSO
+             * keeps no frame pointer to walk out of it. */
+            volatile unsigned spin = 0;
             for (int i = 0; i < 20000; i++)
                 spin++;
+        }
     }
     CHECK(atomic_load(&late_ran)); /* stolen while we were stuck */
     CHECK(metric("/sched/stalls:events") > before);
