@@ -47,7 +47,10 @@ typedef struct worker {
     arch_ctx sched_ctx; /* the worker's own context */
     task *current;
     task *rq_head, *rq_tail;
-    task *inbox; /* atomic */
+    uint32_t rq_n;         /* tasks on the ready queue */
+    uint32_t round_left;   /* ready tasks still to run in this round */
+    uint32_t fresh_budget; /* fresh tasks to start before the round's ready ones */
+    task *inbox;           /* atomic */
     int fresh_lock;
     task *fresh_head, *fresh_tail;
     uint32_t fresh_n; /* atomic, for thieves to peek */
@@ -142,6 +145,7 @@ static inline void rq_push(worker *w, task *t)
     else
         w->rq_head = t;
     w->rq_tail = t;
+    w->rq_n++;
 }
 
 static inline task *rq_pop(worker *w)
@@ -151,6 +155,7 @@ static inline task *rq_pop(worker *w)
         w->rq_head = t->next;
         if (!w->rq_head)
             w->rq_tail = NULL;
+        w->rq_n--;
     }
     return t;
 }

@@ -229,9 +229,6 @@ static void sched_run_timers(worker *w)
     }
 }
 
-/* The next task to run on w, or NULL.  Order: inbox arrivals join the
- * ready queue; due timers fire; every 61st pick a fresh task goes first so
- * a yield loop cannot starve spawns; then the ready queue, then fresh. */
 /* Whether a chore is due: answering a dump, trimming stacks, polling for
  * I/O.  Cheap: a load, and a clock read every 16th pick. */
 static bool sched_chores_due(worker *w)
@@ -266,6 +263,14 @@ static void sched_chores(worker *w)
     }
 }
 
+/* The next task to run on w, or NULL.  Inbox arrivals join the ready
+ * queue and due timers fire; then fresh and ready tasks share the worker
+ * in rounds: at a round's start the fresh tasks queued by then start, then
+ * the tasks ready at that moment run once each.  So a spawned task (a new
+ * connection's) waits at most one pass over the ready queue, as in one
+ * FIFO.  (Measured: fresh tasks let in only every 61st pick took 0.3 s to
+ * start 400 new connections while the others kept the ready queue full:
+ * wrk's first run at 400 connections saw a p99 of 345 ms.) */
 task *mote__sched_pick(worker *w)
 {
     if (__builtin_expect(LOAD(&rt.shutdown, RELAXED), 0))
@@ -282,16 +287,26 @@ task *mote__sched_pick(worker *w)
         inbox_drain(w);
     if (w->timers.n && (!(w->tick & 63) || !w->rq_head))
         sched_run_timers(w);
-    if (w->rq_head && w->tick % 61)
+    if (!w->round_left && !w->fresh_budget) { /* a new round */
+        w->fresh_budget = LOAD(&w->fresh_n, RELAXED);
+        w->round_left = w->rq_n;
+    }
+    if (w->rq_head && !w->fresh_budget) {
+        w->round_left -= w->round_left != 0;
         return rq_pop(w);
+    }
     if (__builtin_expect(w->starved_since != 0, 0) &&
         mote__os_now_ns() - w->starved_since > SCHED_STARVED_BACKOFF)
         w->starved_since = 0;
     if (!w->starved_since) {
         task *t = fresh_take(w, 1, true);
-        if (t && sched_adopt(w, t))
+        if (t && sched_adopt(w, t)) {
+            w->fresh_budget -= w->fresh_budget != 0;
             return t;
+        }
     }
+    w->fresh_budget = 0; /* taken by a thief, or no stack: on with the round */
+    w->round_left -= w->round_left != 0;
     return rq_pop(w);
 }
 
