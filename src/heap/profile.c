@@ -188,7 +188,9 @@ static uint32_t prof_bucket_of(const uintptr_t *pc, int depth)
         prof_bucket *b = &prof_table[i];
         uint64_t k = LOAD(&b->key, ACQUIRE);
         if (k == 0) {
-            if (!CAS(&b->key, &k, 1, ACQUIRE))
+            /* On failure k is read with acquire too: it may be the hash
+             * another thread just published, and then b's stack is read. */
+            if (!CAS_F(&b->key, &k, 1, ACQUIRE, ACQUIRE))
                 goto taken;
             b->depth = (uint32_t)depth;
             memcpy(b->pc, pc, sizeof(uintptr_t) * (size_t)depth);
