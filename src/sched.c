@@ -287,6 +287,7 @@ task *mote__sched_pick(worker *w)
         inbox_drain(w);
     if (w->timers.n && (!(w->tick & 63) || !w->rq_head))
         sched_run_timers(w);
+    mote__assert(w->round_left <= w->rq_n);   /* the round counts queued tasks only */
     if (!w->round_left && !w->fresh_budget) { /* a new round */
         w->fresh_budget = LOAD(&w->fresh_n, RELAXED);
         w->round_left = w->rq_n;

@@ -3,8 +3,9 @@
  * registered once, edge-triggered, for everything (input, output, peer
  * hang-up): readiness is then tracked in user space and no re-arming system
  * call is ever needed.  The one exception is the poller's wake-up eventfd,
- * level-triggered so that a look by another thread cannot consume it.  Waits use epoll_pwait2 for nanosecond timeouts where
- * the kernel has it (5.11+), else epoll_wait rounded up to milliseconds.
+ * level-triggered so that a look by another thread cannot consume it.
+ * Waits use epoll_pwait2 for nanosecond timeouts where the kernel has it
+ * (5.11+), else epoll_wait rounded up to milliseconds.
  */
 #include "os/os.h"
 
