@@ -197,7 +197,7 @@ int mote__netpoll_wait(int fd, pdesc *pd, int dirs, int64_t deadline)
             spin_unlock(&pd->lock);
             return 0;
         }
-    if (deadline >= 0 && deadline <= mote__os_now_ns()) {
+    if (deadline >= 0 && (deadline == 0 || deadline <= mote__os_now_ns())) {
         spin_unlock(&pd->lock);
         return -ETIMEDOUT;
     }
@@ -246,8 +246,9 @@ void mote__netpoll_close(int fd)
     mote__os_poll_del(np.epfd, fd); /* a dup elsewhere must not report */
 }
 
-/* An edge on fd: mark it ready and claim its waiters. */
-static void netpoll_event(const os_poll_event *ev)
+/* An edge on fd: mark it ready and claim its waiters.  *now: the batch's
+ * harvest time, read by the first event that wakes someone. */
+static void netpoll_event(const os_poll_event *ev, int64_t *now)
 {
     int fd = (int)(uint32_t)ev->data;
     uint32_t seq = (uint32_t)(ev->data >> 32);
@@ -268,9 +269,10 @@ static void netpoll_event(const os_poll_event *ev)
     }
     spin_unlock(&pd->lock);
     if (list) { /* stamped for the wake-up latency metric */
-        int64_t now = mote__os_now_ns();
+        if (!*now)
+            *now = mote__os_now_ns();
         for (waiter *w = list; w; w = w->wake_next) {
-            STORE(&w->t->parked_at, now, RELAXED);
+            STORE(&w->t->parked_at, *now, RELAXED);
             w->t->io_woken = true; /* read by its worker after the ready */
         }
     }
@@ -310,8 +312,9 @@ int mote__netpoll_poll(struct worker *w, int64_t timeout_ns, const int *sleeping
     if (real <= 0)
         return 0;
     FETCH_ADD(&np.polls, 1, RELAXED);
+    int64_t now = 0;
     for (int i = 0; i < real; i++)
-        netpoll_event(&ev[i]);
+        netpoll_event(&ev[i], &now);
     FETCH_ADD(&np.events, (uint64_t)real, RELAXED);
     return real;
 }

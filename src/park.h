@@ -65,8 +65,8 @@ bool mote__park_claim(task *t);
  * from its park.  Any thread. */
 void mote__park_ready(task *t, int value);
 
-/* Deadline for a relative timeout: -1 (forever) for ns < 0, now + ns
- * otherwise, saturating. */
+/* Deadline for a relative timeout: -1 (forever) for ns < 0, 0 (always
+ * past) for ns == 0, now + ns otherwise, saturating. */
 int64_t mote__park_deadline(int64_t ns);
 
 /* The id of a task, for records and diagnostics. */
