@@ -11,9 +11,16 @@
  *
  *   prodcons [PAIRS=2] [MSGS=4000000] [WINDOW=2000] [PHASE=250000]
  * prints: bench=prodcons threads=2*PAIRS mops=X peak_rss=BYTES
- *         rss_avg=BYTES live_max=BYTES secs=S
+ *         rss_avg=BYTES live_max=BYTES live_peak=BYTES secs=S
  * (rss_avg: mean of RSS samples every 20 ms; live_max: the largest window
- * contents, the bytes a perfect allocator would hold)
+ * contents; live_peak: the most bytes allocated and not yet freed at once,
+ * window, ring and the producer's own together, as each producer sees it at
+ * every publish, summed over the pairs.  The ring holds up to RING messages
+ * beyond the window while a consumer lags, so the live set, and every
+ * allocator's peak RSS with it, varies from run to run with the threads'
+ * relative speed: live_peak says by how much in each run.  Blocks are
+ * written at both ends only, so a block's untouched middle pages count in
+ * RSS only if an earlier block touched them.)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -37,6 +44,9 @@ typedef struct pair {
     void *slot[RING];
     uint64_t seed;
     size_t live_max;
+    _Atomic(size_t) freed; /* bytes the consumer freed, written by it */
+    char pad3[56];
+    size_t live_peak; /* the producer's */
 } pair;
 
 static long msgs = 4000000, window = 2000, phase = 250000;
@@ -52,7 +62,8 @@ static void *producer(void *arg)
     pair *p = arg;
     uint64_t s = p->seed;
     void *own[OWN] = {0};
-    size_t h = 0;
+    size_t own_n[OWN] = {0};
+    size_t h = 0, allocated = 0, own_freed = 0;
     for (long i = 0; i < msgs; i++) {
         const size_t *rg = ranges[(size_t)(i / phase) % NRANGES];
         size_t n = rg[0] + (size_t)(mb_rnd(&s) % (rg[1] - rg[0] + 1));
@@ -60,17 +71,25 @@ static void *producer(void *arg)
         memcpy(b, &n, sizeof n);
         b[sizeof n] = 1;
         b[sizeof n + n - 1] = 1;
+        allocated += n;
         if ((i & 7) == 0) {
             size_t k = (size_t)(s >> 40) % OWN;
             free(own[k]);
+            own_freed += own_n[k];
             own[k] = b;
+            own_n[k] = n;
             continue;
         }
         while (h - atomic_load_explicit(&p->tail, memory_order_acquire) >= RING - PUBLISH)
             sched_yield();
         p->slot[h % RING] = b;
-        if (++h % PUBLISH == 0)
+        if (++h % PUBLISH == 0) {
             atomic_store_explicit(&p->head, h, memory_order_release);
+            size_t live = allocated - own_freed -
+                          atomic_load_explicit(&p->freed, memory_order_relaxed);
+            if (live > p->live_peak)
+                p->live_peak = live;
+        }
     }
     for (int k = 0; k < OWN; k++)
         free(own[k]);
@@ -85,7 +104,7 @@ static void *consumer(void *arg)
 {
     pair *p = arg;
     char **win = calloc((size_t)window, sizeof *win);
-    size_t t = 0, w = 0, live = 0;
+    size_t t = 0, w = 0, live = 0, freed = 0;
     for (;;) {
         size_t h;
         while ((h = atomic_load_explicit(&p->head, memory_order_acquire)) == t)
@@ -101,6 +120,7 @@ static void *consumer(void *arg)
             if (old) {
                 memcpy(&n, old, sizeof n);
                 live -= n;
+                freed += n;
                 free(old);
             }
             win[w] = b;
@@ -108,6 +128,7 @@ static void *consumer(void *arg)
             if (live > p->live_max)
                 p->live_max = live;
         }
+        atomic_store_explicit(&p->freed, freed, memory_order_relaxed);
         atomic_store_explicit(&p->tail, t, memory_order_release);
     }
 out:
@@ -152,13 +173,15 @@ int main(int argc, char **argv)
     for (int i = 0; i < 2 * pairs; i++)
         pthread_join(t[i], NULL);
     double secs = mb_now() - t0;
-    size_t live = 0;
-    for (int i = 0; i < pairs; i++)
+    size_t live = 0, peak = 0;
+    for (int i = 0; i < pairs; i++) {
         live += ps[i].live_max;
+        peak += ps[i].live_peak; /* an upper bound: the pairs peak apart */
+    }
     printf("bench=prodcons threads=%d mops=%.3f peak_rss=%ld rss_avg=%.0f live_max=%zu "
-           "secs=%.3f\n",
+           "live_peak=%zu secs=%.3f\n",
            2 * pairs, (double)msgs * pairs / secs / 1e6, mb_maxrss(),
-           ns ? sum / (double)ns : 0.0, live, secs);
+           ns ? sum / (double)ns : 0.0, live, peak, secs);
     free(t);
     free(ps);
     return 0;
