@@ -6,15 +6,16 @@
  * from any thread and from the kernel (a system call's copy into a frozen
  * stack waits for the thaw instead of failing).
  *
- * The mechanism is userfaultfd (docs/freeze-design.md has the measurements
- * behind it): a chunk is registered for missing-page and write-protect
- * faults when its first task freezes; a freeze write-protects the live
- * pages, copies them, drops them and releases the protection, so a write
- * racing with it waits in the kernel and is never lost; a thaw maps the
- * bytes back with one UFFDIO_COPY, which also wakes every thread waiting on
- * them.  A fault handler thread thaws for everyone but the owner, which
- * thaws before it resumes the task, and the runtime, which thaws before it
- * writes into a parked task's frame.
+ * The mechanism is userfaultfd (docs/architecture.md, "Stacks", step 5;
+ * the measurements are in bench/results/REPORT.md, section 5): a chunk is
+ * registered for missing-page and write-protect faults when its first task
+ * freezes; a freeze write-protects the live pages, copies them, drops
+ * them and releases the protection, so a write racing with it waits in the
+ * kernel and is never lost; a thaw maps the bytes back with one
+ * UFFDIO_COPY, which also wakes every thread waiting on them.  A fault
+ * handler thread thaws for everyone but the owner, which thaws before it
+ * resumes the task, and the runtime, which thaws before it writes into a
+ * parked task's frame.
  *
  * A task's freeze state is t->fz: the state in the low bits, FZ_WANTED (a
  * thaw was asked for while freezing: the freezer undoes it) and FZ_LOCK (a
