@@ -448,7 +448,7 @@ static void fz_fill(uintptr_t page, bool write, uintptr_t lo)
         if (fz_runs[k].next == page)
             want = fz_runs[k].n * 4 > FZ_FILL_MAX ? FZ_FILL_MAX : fz_runs[k].n * 4;
         uintptr_t start = page - (uintptr_t)(want - 1) * OS_PAGE;
-        if (start < lo || start > page) /* the slot's end, or wrapped */
+        if (start < lo) /* the slot's end */
             start = lo;
         size_t n = (page - start) / OS_PAGE + 1;
         int r = mote__os_uffd_copy(fz.ufd, (void *)start, fz_zeros, n * OS_PAGE);
