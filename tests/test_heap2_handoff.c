@@ -3,8 +3,10 @@
  * come and go: a successor adopts its predecessor's cache with its pages
  * (a thread per request that leaves one small object behind does not pin a
  * fresh page each time), frees from other threads come home in batches and
- * are reused, frees into an exited thread's cache are collected with no
- * call from the program, and larson-like churn keeps every block intact.
+ * are reused, a block freed by another thread is reused there first and
+ * what a live thread keeps that way is bounded, frees into an exited
+ * thread's cache are collected with no call from the program, and
+ * larson-like churn keeps every block intact.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -130,11 +132,13 @@ TEST(remote_frees_are_reused_not_piled_up)
 
 /* ---- frees into an exited thread's cache ---- */
 
+static size_t alloc_many_size(int i) { return 100 + (size_t)(i % 13) * 200; }
+
 static void *alloc_many(void *arg)
 {
     (void)arg;
     for (int i = 0; i < NB; i++) {
-        blocks[i] = mote_malloc(100 + (size_t)(i % 13) * 200);
+        blocks[i] = mote_malloc(alloc_many_size(i));
         CHECK(blocks[i] != NULL);
         memset(blocks[i], 1, 100);
     }
@@ -179,17 +183,92 @@ TEST(frees_buffered_by_a_live_thread_go_home_on_release)
     pthread_t t;
     CHECK(pthread_create(&t, NULL, alloc_many, NULL) == 0);
     pthread_join(t, NULL);
-    for (int i = 0; i < 10; i++) /* fewer than a message: buffered here */
+    uint64_t in_before = metric("/heap/inuse:bytes");
+    for (int i = 0; i < 10; i++) /* fewer than a foreign list holds */
         mote_free(blocks[i]);
-    uint64_t in0 = metric("/heap/inuse:bytes");
-    mote_mem_release(); /* sends them, and collects the dead cache */
-    uint64_t in1 = metric("/heap/inuse:bytes");
-    CHECK(in1 < in0);
+    /* a block waiting in this thread's foreign list is free */
+    CHECK(metric("/heap/inuse:bytes") < in_before);
+    mote_mem_release(); /* sends them home, and collects the dead cache */
+    /* gone from here: mallocs of their sizes come from this thread's pages */
+    void *again[10];
+    for (int i = 0; i < 10; i++) {
+        again[i] = mote_malloc(alloc_many_size(i));
+        CHECK(again[i] != NULL);
+        for (int k = 0; k < 10; k++)
+            CHECK(again[i] != blocks[k]);
+    }
+    for (int i = 0; i < 10; i++)
+        mote_free(again[i]);
     for (int i = 10; i < NB; i++)
         mote_free(blocks[i]);
     mote_free(mine);
     mote_mem_release();
     CHECK(metric("/heap/inuse:bytes") < 64 * 1024);
+}
+
+/* Server churn: a block another thread allocated, freed here, is what this
+ * thread's next malloc of its class gets (still in this CPU's cache), not
+ * a block of its own pages. */
+TEST(a_block_freed_here_is_reused_here_first)
+{
+    mote_mem_release();
+    void *mine = mote_malloc(16);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, alloc_many, NULL) == 0);
+    pthread_join(t, NULL);
+    for (int i = 0; i < 13; i++) { /* 13 classes, each block's class free here */
+        size_t n = alloc_many_size(i);
+        void *own = mote_malloc(n); /* this thread has a page of the class */
+        CHECK(own != NULL);
+        mote_free(blocks[i]);
+        void *p = mote_malloc(n);
+        CHECK(p == blocks[i]);
+        memset(p, 2, n);
+        blocks[i] = p;
+        mote_free(own);
+    }
+    for (int i = 0; i < NB; i++)
+        mote_free(blocks[i]);
+    mote_free(mine);
+    mote_mem_release();
+    CHECK(metric("/heap/inuse:bytes") < 64 * 1024);
+}
+
+/* What a live thread keeps of other threads' blocks is bounded: a thread
+ * that frees another's 5 MB and then stays alive and idle lets all but a
+ * few KiB of it go back to the OS, with no call from the program. */
+static void *alloc_one_class(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < NB; i++) {
+        blocks[i] = mote_malloc(256);
+        CHECK(blocks[i] != NULL);
+        memset(blocks[i], 3, 256);
+    }
+    return NULL;
+}
+
+TEST(a_live_thread_keeps_a_bounded_part_of_others_frees)
+{
+    mote_mem_release();
+    void *mine = mote_malloc(16);
+    uint64_t c0 = mote__heap_committed_bytes();
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, alloc_one_class, NULL) == 0);
+    pthread_join(t, NULL);
+    CHECK(mote__heap_committed_bytes() >= c0 + (4u << 20));
+    for (int i = 0; i < NB; i++)
+        mote_free(blocks[i]); /* into this live thread's foreign list */
+    uint64_t c = mote__heap_committed_bytes();
+    for (int i = 0; i < 40 && c > c0 + (1u << 20); i++) {
+        usleep(100 * 1000); /* decay 500 ms; no allocator call */
+        c = mote__heap_committed_bytes();
+    }
+    fprintf(stderr, "committed %llu -> %llu KiB\n", (unsigned long long)c0 >> 10,
+            (unsigned long long)c >> 10);
+    CHECK(c <= c0 + (1u << 20));
+    mote_free(mine);
+    mote_mem_release();
 }
 
 /* ---- larson-like churn: blocks intact through hand-offs ---- */

@@ -18,6 +18,7 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
+#include "arch/arch.h"
 #include "heap/heap.h"
 #include "heap/internal.h"
 #include "mote.h"
@@ -230,6 +231,10 @@ static HEAP_NOINLINE void heap_free_slow(void *p)
 {
     if (!p)
         return;
+    /* Mostly a block another thread wrote: ask for it writable now, so the
+     * cookie's load and store below cost one transfer, not two, and the
+     * page lookup overlaps it. */
+    arch_prefetch_write(p);
     uintptr_t u = (uintptr_t)p;
     heap_page *pg = heap_page_of(p, "free");
     if (HEAP_UNLIKELY(pg->prof))
@@ -274,8 +279,12 @@ HEAP_INLINE void heap_free_inline(void *p)
     heap_page *pg = seg->map[(u >> HEAP_SLICE_SHIFT) & 63];
     heap_tcache *h = mote__heap_tls;
     heap_block *b = p;
-    if (HEAP_LIKELY(pg && pg->owner == h)) {
-        uint64_t off = u - (uintptr_t)pg->start;
+    if (HEAP_UNLIKELY(!pg)) {
+        heap_free_slow(p);
+        return;
+    }
+    uint64_t off = u - (uintptr_t)pg->start;
+    if (HEAP_LIKELY(pg->owner == h)) {
         if (HEAP_UNLIKELY(b->cookie == (u ^ mote__heap_key) ||
                           ((off * pg->div_magic) >> 40) * pg->bsize != off))
             mote__heap_invalid_free(p, "free");
@@ -289,6 +298,25 @@ HEAP_INLINE void heap_free_inline(void *p)
         /* LIFO across the class: the next malloc reuses this (warm) block */
         h->cur[pg->cls] = pg;
         return;
+    }
+    /* Another thread's block: into this thread's foreign list of its class
+     * while there is room (see HEAP_PAGE_FOREIGN; the empty cache's lists
+     * have none).  Not for a shadow's pages (prof) nor bitmap pages. */
+    if (HEAP_LIKELY(pg->kind == HEAP_PAGE_SMALL && !pg->prof)) {
+        heap_page *f = &h->foreign[pg->cls];
+        if (HEAP_LIKELY(page_used(f) != 0)) {
+            arch_prefetch_write(b); /* another CPU wrote it: one transfer */
+            if (HEAP_UNLIKELY(((off * pg->div_magic) >> 40) * pg->bsize != off ||
+                              off >= (uint64_t)pg->reserved * pg->bsize ||
+                              b->cookie == (u ^ mote__heap_key)))
+                mote__heap_invalid_free(p, "free");
+            b->next = f->free;
+            b->cookie = u ^ mote__heap_key;
+            f->free = b;
+            page_used_add(f, -1);
+            h->cur[pg->cls] = f;
+            return;
+        }
     }
     heap_free_slow(p);
 }

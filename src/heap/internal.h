@@ -62,10 +62,11 @@
 enum { HEAP_SEG_SMALL = 1, HEAP_SEG_HUGE = 2 };
 enum {
     HEAP_PAGE_FREE = 0,
-    HEAP_PAGE_SMALL = 1,  /* blocks on an intrusive free list (classes <= 4 KiB) */
-    HEAP_PAGE_LARGE = 2,  /* one block, a slice run */
-    HEAP_PAGE_HUGE = 3,   /* one block, its own mapping */
-    HEAP_PAGE_BITMAP = 4, /* blocks in a bitmap (classes > 4 KiB), see below */
+    HEAP_PAGE_SMALL = 1,   /* blocks on an intrusive free list (classes <= 4 KiB) */
+    HEAP_PAGE_LARGE = 2,   /* one block, a slice run */
+    HEAP_PAGE_HUGE = 3,    /* one block, its own mapping */
+    HEAP_PAGE_BITMAP = 4,  /* blocks in a bitmap (classes > 4 KiB), see below */
+    HEAP_PAGE_FOREIGN = 5, /* a cache's list of other caches' blocks, see below */
 };
 /* Classes from this one up (5 KiB..128 KiB) use bitmap pages: the free set
  * is an atomic word (bit i: block i is free), so the scavenger can claim
@@ -187,6 +188,23 @@ typedef struct heap_rbuf {
     heap_msg *msg;
 } heap_rbuf;
 
+/* Blocks of other caches' small pages freed by this thread wait in the
+ * cache's foreign list of their class, and its next mallocs of the class
+ * take them (most recent first: still in this CPU's cache) before they go
+ * home.  The list is a descriptor of kind HEAP_PAGE_FOREIGN that cur[c] may
+ * point to, so the malloc fast path serves it unchanged: `free` is the
+ * list, `reserved` its bound, `used` the room left (reserved - length).
+ * A free that finds the list full sends its block home as before: the
+ * thread frees more of the class than it allocates (a consumer), and a
+ * detour would only cost it.  Each block's page still counts it as used,
+ * so the page stays with its owner; the lists go home at thread exit and on
+ * mote_mem_release.  Server churn frees most blocks on a thread other than
+ * their allocator's; sending each home made its owner write it again on
+ * another CPU (larson, 8 threads: 4x tcmalloc's time, 3x its RSS). */
+#define HEAP_FOREIGN_BYTES (64UL << 10) /* per class, at most this much ... */
+#define HEAP_FOREIGN_MIN   4            /* ... or this many blocks */
+#define HEAP_FOREIGN_MAX   256
+
 typedef struct heap_tcache {
     /* Bytes to allocate before the next sampled allocation (profiler,
      * stats.c): counted down by malloc, INT64_MAX when profiling is off. */
@@ -207,7 +225,8 @@ typedef struct heap_tcache {
     uint64_t prof_rng;  /* xorshift state for the sampling intervals */
     uintptr_t stack_hi; /* top of this thread's stack (0: not known yet) */
     uintptr_t stack_lo_;
-    int prof_busy; /* inside the profiler: no sampling */
+    int prof_busy;                      /* inside the profiler: no sampling */
+    heap_page foreign[HEAP_BITMAP_CLS]; /* see HEAP_PAGE_FOREIGN (owner-only) */
     /* ---- written by other threads: on a line of their own ---- */
     __attribute__((aligned(64))) uintptr_t inbox; /* messages and single blocks
                                                      freed into our pages (push,
@@ -365,6 +384,8 @@ void mote__tcache_page_freed(heap_tcache *h, heap_page *pg);
 void mote__tcache_free_bitmap(heap_page *pg, void *p);
 /* A thread frees b (cookie set) of pg, whose owner is another cache. */
 void mote__tcache_free_remote(heap_page *pg, heap_block *b);
+/* Blocks in h's foreign lists, per class (any thread: stats). */
+uint32_t mote__tcache_foreign_count(const heap_tcache *h, unsigned cls);
 void mote__tcache_release_own(void);
 /* Dead caches: takes their inboxes in and frees their empty pages (all of
  * them when force, else those of caches dead for decay_ms); returns ms

@@ -6,7 +6,8 @@
  *   inuse    bytes in blocks handed out (small: blocks out of their pages
  *            x class size, from a walk of the segments under the arena
  *            lock, where a block freed by another thread counts until its
- *            owner collects it; large and huge: their usable size)
+ *            owner collects it, unless it waits in a foreign list; large
+ *            and huge: their usable size)
  *   mapped   address space mapped for the heap (segments + huge blocks)
  *   released free slices returned to the OS or never touched
  *   free     mapped - inuse - released: held by mote, possibly resident
@@ -30,9 +31,17 @@ typedef struct stats_snap {
 static void stats_take(stats_snap *s)
 {
     memset(s, 0, sizeof *s);
-    for (heap_tcache *h = mote__tcache_all(); h; h = h->all_next)
-        s->caches++;
     mote__arena_small_usage(&s->u);
+    /* A block in a foreign list is free, though its page counts it. */
+    for (heap_tcache *h = mote__tcache_all(); h; h = h->all_next) {
+        s->caches++;
+        for (unsigned c = 1; c < HEAP_BITMAP_CLS; c++) {
+            uint64_t n = mote__tcache_foreign_count(h, c);
+            n = n < s->u.blocks[c] ? n : s->u.blocks[c];
+            s->u.blocks[c] -= n;
+            s->u.bytes[c] -= n * mote__sizeclass_size[c];
+        }
+    }
     uint64_t small = 0;
     for (unsigned c = 1; c < HEAP_NCLS; c++)
         small += s->u.bytes[c];

@@ -106,7 +106,12 @@ __attribute__((unused)) static bool tcache_valid(heap_tcache *h)
         if (!list_valid(&h->queue[c]))
             return false;
         bool bm = c >= HEAP_BITMAP_CLS;
-        bool cur_found = h->cur[c] == &mote__heap_page_empty && (bm || !h->queue[c].head);
+        bool cur_found =
+            (h->cur[c] == &mote__heap_page_empty && (bm || !h->queue[c].head)) ||
+            (!bm && h->cur[c] == &h->foreign[c]);
+        if (!bm && page_used(&h->foreign[c]) + (h->foreign[c].free ? 1 : 0) >
+                       h->foreign[c].reserved)
+            return false;
         for (heap_page *pg = queue_first(&h->queue[c]); pg; pg = queue_next(pg)) {
             if (page_owner(pg) != h || pg->cls != c || pg->in_full ||
                 pg->kind != (bm ? HEAP_PAGE_BITMAP : HEAP_PAGE_SMALL) ||
@@ -280,28 +285,10 @@ static heap_msg *msg_alloc(heap_tcache *h)
     return (heap_msg *)b;
 }
 
-static heap_tcache *tcache_acquire(void);
-
-void mote__tcache_free_remote(heap_page *pg, heap_block *b)
+/* Puts b, a block of cache to's, in the message being filled for to. */
+static inline __attribute__((always_inline)) void rbuf_put(heap_tcache *h,
+                                                           heap_tcache *to, heap_block *b)
 {
-    heap_tcache *to = page_owner(pg);
-    heap_tcache *h = mote__heap_tls;
-    if (HEAP_UNLIKELY(h == &mote__heap_tcache_empty)) {
-        /* A thread that frees before it ever allocates gets a cache, to
-         * batch its frees like any other thread's. */
-        h = tcache_acquire();
-        if (!h) {
-            inbox_push_block(to, b);
-            return;
-        }
-    }
-    if (to == h || to->shadow_of == h) {
-        /* we adopted the block's own cache, or it is our profiler shadow */
-        list to_free = {0};
-        page_take_block(to, pg, b, &to_free);
-        pages_to_arena(&to_free);
-        return;
-    }
     heap_rbuf *r = &h->rbuf[to->id & (HEAP_RBUF_SLOTS - 1)];
     if (r->to != to) {
         if (r->msg)
@@ -330,10 +317,94 @@ void mote__tcache_free_remote(heap_page *pg, heap_block *b)
         rbuf_send(h, r);
 }
 
+/* ---- foreign lists (see HEAP_PAGE_FOREIGN in internal.h) ---- */
+
 static inline heap_page *block_page(const void *b)
 {
     heap_segment *seg = heap_segment_of(b);
     return seg->map[((uintptr_t)b >> HEAP_SLICE_SHIFT) & (HEAP_SLICES - 1)];
+}
+
+static void foreign_init(heap_tcache *h)
+{
+    for (unsigned c = 1; c < HEAP_BITMAP_CLS; c++) {
+        heap_page *f = &h->foreign[c];
+        uint32_t bsize = mote__sizeclass_size[c];
+        uint32_t cap = bsize ? (uint32_t)(HEAP_FOREIGN_BYTES / bsize) : 0;
+        cap = cap < HEAP_FOREIGN_MIN ? HEAP_FOREIGN_MIN : cap;
+        cap = cap > HEAP_FOREIGN_MAX ? HEAP_FOREIGN_MAX : cap;
+        f->kind = HEAP_PAGE_FOREIGN;
+        f->cls = (uint8_t)c;
+        f->bsize = bsize;
+        f->reserved = cap;
+        f->free = NULL;
+        page_used_set(f, cap);
+    }
+}
+
+uint32_t mote__tcache_foreign_count(const heap_tcache *h, unsigned cls)
+{
+    if (cls == 0 || cls >= HEAP_BITMAP_CLS)
+        return 0;
+    const heap_page *f = &h->foreign[cls];
+    uint32_t room = page_used(f);
+    return room <= f->reserved ? f->reserved - room : 0;
+}
+
+/* Sends f's blocks home. */
+static void foreign_send(heap_tcache *h, heap_page *f)
+{
+    mote__assert(f->kind == HEAP_PAGE_FOREIGN);
+    heap_block *b = f->free;
+    f->free = NULL;
+    page_used_set(f, f->reserved);
+    if (h->cur[f->cls] == f)
+        queue_sync_cur(h, f->cls);
+    while (b) { /* detached first: msg_alloc may take from these lists */
+        heap_block *next = b->next;
+        rbuf_put(h, page_owner(block_page(b)), b); /* its cookie is still set */
+        b = next;
+    }
+}
+
+static void foreign_send_all(heap_tcache *h)
+{
+    for (unsigned c = 1; c < HEAP_BITMAP_CLS; c++)
+        if (h->foreign[c].free)
+            foreign_send(h, &h->foreign[c]);
+}
+
+static heap_tcache *tcache_acquire(void);
+
+void mote__tcache_free_remote(heap_page *pg, heap_block *b)
+{
+    heap_tcache *h = mote__heap_tls;
+    /* Not a shadow's page (those are prof): its owner is some thread's main
+     * cache, which this test must not read (its owner writes it).  The free
+     * fast path put the block in h's foreign list if it had room. */
+    if (HEAP_LIKELY(pg->kind == HEAP_PAGE_SMALL && !pg->prof &&
+                    h != &mote__heap_tcache_empty && page_owner(pg) != h)) {
+        rbuf_put(h, page_owner(pg), b);
+        return;
+    }
+    heap_tcache *to = page_owner(pg);
+    if (HEAP_UNLIKELY(h == &mote__heap_tcache_empty)) {
+        /* A thread that frees before it ever allocates gets a cache, to
+         * batch its frees like any other thread's. */
+        h = tcache_acquire();
+        if (!h) {
+            inbox_push_block(to, b);
+            return;
+        }
+    }
+    if (to == h || to->shadow_of == h) {
+        /* we adopted the block's own cache, or it is our profiler shadow */
+        list to_free = {0};
+        page_take_block(to, pg, b, &to_free);
+        pages_to_arena(&to_free);
+        return;
+    }
+    rbuf_put(h, to, b);
 }
 
 /* Takes the inbox in (owner, or pool lock for a dead cache).  Messages are
@@ -406,6 +477,7 @@ static heap_tcache *tcache_new(bool listed)
     meta_cur += (sizeof(heap_tcache) + 63) & ~(size_t)63;
     for (unsigned c = 0; c < HEAP_NCLS; c++)
         h->cur[c] = &mote__heap_page_empty;
+    foreign_init(h);
     h->sample_left = INT64_MAX;
     h->id = ncaches++;
     if (listed) {
@@ -488,6 +560,7 @@ static void tcache_thread_exit(void *arg)
     heap_tcache *h = arg;
     if (!h || h != mote__heap_tls)
         return;
+    foreign_send_all(h);
     rbuf_send_all(h);
     /* dead = 1 before the last look at the inbox: a free that pushes after
      * it sees dead and kicks the scavenger (both seq_cst). */
@@ -550,6 +623,7 @@ void mote__tcache_release_own(void)
     heap_tcache *h = mote__heap_tls;
     if (h == &mote__heap_tcache_empty)
         return;
+    foreign_send_all(h);
     rbuf_send_all(h);
     tcache_trim(h, false);
     if (h->shadow)
@@ -709,7 +783,10 @@ void *mote__tcache_alloc_in(heap_tcache *h, unsigned cls)
     if (cls >= HEAP_BITMAP_CLS)
         return tcache_alloc_bitmap(h, cls);
     heap_page *pg = h->cur[cls];
-    if (!pg->free) {
+    if (!pg->free && h->foreign[cls].free) {
+        pg = &h->foreign[cls];
+        h->cur[cls] = pg;
+    } else if (!pg->free) {
         pg = tcache_find_page(h, cls);
         if (!pg) {
             errno = ENOMEM;
