@@ -22,7 +22,7 @@
 #   profile      mallocbench, 2 threads, with MOTE_HEAPPROFILE set (mote
 #                only; the line says whether a profile was written)
 #
-# Allocators alternate: repetition r starts with the r-th one.  Every run
+# Allocators alternate inside each case (see `each` below).  Every run
 # prints one key=value line (bench= alloc= threads= mops= peak_rss= rep=, or
 # for freeidle t_ms= rss=), which bench/run.sh collects; then a summary:
 # medians (min/max) and mote's ratio to each peer.  --json writes the raw
@@ -131,61 +131,67 @@ one() { # alloc rep program args...
 
 want() { case ",$ONLY," in *",$1,"*) return 0 ;; esac; return 1; }
 
+# Allocators alternate innermost: each case runs under every allocator in
+# turn before the next case starts, so a slow phase of this shared machine
+# (2-4x, lasting tens of seconds) falls on every allocator of a case alike
+# instead of on one allocator's whole block.  Repetition r starts with the
+# r-th allocator.
+each() { # args of one: runs them under every allocator of this repetition
+    local a
+    for a in "${order[@]}"; do one "$a" "$rep" "$@"; done
+}
+
 n=${#ALLOCS[@]}
 for ((rep = 1; rep <= REPS; rep++)); do
     order=()
     for ((i = 0; i < n; i++)); do order+=("${ALLOCS[$(((i + rep - 1) % n))]}"); done
     echo "# repetition $rep/$REPS: ${order[*]}" >&2
-    for a in "${order[@]}"; do
-        if want mallocbench; then
-            for th in 1 2 8; do one "$a" "$rep" "$BIN/mallocbench" $th $((MB_OPS / th)); done
-        fi
-        if want xthread; then
-            for pairs in 1 2; do one "$a" "$rep" "$BIN/xthread" $pairs $((XT_BLOCKS / pairs)); done
-        fi
-        if want freeidle; then
-            one "$a" "$rep" "$BIN/freeidle" $FI_MB $FI_IDLE 4
-        fi
-        if want large; then
-            for kib in 256 1024 4096 32768; do
-                it=$((LL_BYTES / (kib << 10)))
-                [ $it -gt 50000 ] && it=50000
-                one "$a" "$rep" "$BIN/largeloop" $kib $it $LL_SECS
-            done
-        fi
-        if want survivors; then
-            one "$a" "$rep" "$BIN/survivors" $SV_MB $SV_IDLE 2 64
-        fi
-        if want larson; then
-            for th in $LA_THREADS; do one "$a" "$rep" "$BIN/larson" $th 10 $LA_OPS 8000 16 1000; done
-        fi
-        if want threadreq; then
-            one "$a" "$rep" "$BIN/threadreq" $TR_REQS 2 200
-        fi
-        if want prodcons; then
-            one "$a" "$rep" "$BIN/prodcons" 2 $PC_MSGS 2000 250000
-        fi
-        if want xtstab; then # five fresh processes in a row: is it bimodal?
+    if want mallocbench; then
+        for th in 1 2 8; do each "$BIN/mallocbench" $th $((MB_OPS / th)); done
+    fi
+    if want xthread; then
+        for pairs in 1 2; do each "$BIN/xthread" $pairs $((XT_BLOCKS / pairs)); done
+    fi
+    if want freeidle; then
+        each "$BIN/freeidle" $FI_MB $FI_IDLE 4
+    fi
+    if want large; then
+        for kib in 256 1024 4096 32768; do
+            it=$((LL_BYTES / (kib << 10)))
+            [ $it -gt 50000 ] && it=50000
+            each "$BIN/largeloop" $kib $it $LL_SECS
+        done
+    fi
+    if want survivors; then
+        each "$BIN/survivors" $SV_MB $SV_IDLE 2 64
+    fi
+    if want larson; then
+        for th in $LA_THREADS; do each "$BIN/larson" $th 10 $LA_OPS 8000 16 1000; done
+    fi
+    if want threadreq; then
+        each "$BIN/threadreq" $TR_REQS 2 200
+    fi
+    if want prodcons; then
+        each "$BIN/prodcons" 2 $PC_MSGS 2000 250000
+    fi
+    if want xtstab; then # five fresh processes in a row: is it bimodal?
+        for a in "${order[@]}"; do
             for k in 1 2 3 4 5; do
                 BENCH_AS=xtstab TAG=" run=$k" one "$a" "$rep" "$BIN/xthread" 1 $XS_BLOCKS
             done
-        fi
-        if want profile && [ "$a" = mote ]; then
-            # The same program with the sampling heap profiler asked for and
-            # not; once the profiler exists the file shows it ran.
-            pf=$(mktemp -u /tmp/mote-prof.XXXXXX)
-            for pr in off on; do
-                if [ $pr = on ]; then
-                    EXTRA_ENV="MOTE_HEAPPROFILE=$pf" BENCH_AS=profile-on one "$a" "$rep" "$BIN/mallocbench" 2 $((MB_OPS / 2))
-                    w=0; [ -s "$pf" ] && w=1
-                    echo "alloc=$a bench=profile-file written=$w rep=$rep" | tee -a "$RAW"
-                    rm -f "$pf"*
-                else
-                    BENCH_AS=profile-off one "$a" "$rep" "$BIN/mallocbench" 2 $((MB_OPS / 2))
-                fi
-            done
-        fi
-    done
+        done
+    fi
+    if want profile; then
+        # The same program with the sampling heap profiler asked for and
+        # not, one right after the other; the file shows the profiler ran.
+        pf=$(mktemp -u /tmp/mote-prof.XXXXXX)
+        BENCH_AS=profile-off one mote "$rep" "$BIN/mallocbench" 2 $((MB_OPS / 2))
+        EXTRA_ENV="MOTE_HEAPPROFILE=$pf" BENCH_AS=profile-on one mote "$rep" "$BIN/mallocbench" 2 $((MB_OPS / 2))
+        w=0
+        [ -s "$pf" ] && w=1
+        echo "alloc=mote bench=profile-file written=$w rep=$rep" | tee -a "$RAW"
+        rm -f "$pf"*
+    fi
 done
 
 # ---- summary and machine-readable output --------------------------------
