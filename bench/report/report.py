@@ -925,6 +925,20 @@ class Report:
                              % (key, label, area_note),
                              "peak %s = %s; time %s = %s" % (fmt_bytes(mp), rp, timefmt(mt) if mt else "—", rt), ok)
         md.append("")
+        # Where the program reports its live set (prodcons: it moves with
+        # the ring's occupancy, so with the threads' relative speed), peak
+        # RSS over it tells an allocator's overhead from a fuller ring.
+        over = {}
+        for per in rows.values():
+            for a, L in per.items():
+                for d in L:
+                    live = num(d, "live_peak")
+                    if live:
+                        over.setdefault(a, []).append(num(d, "peak_rss") / live)
+        if over:
+            md.append("Peak RSS ÷ the program's own live peak (median <sub>(min–max)</sub> over repetitions): "
+                      + "; ".join("%s %s" % (a, fmt_stat(Stat(over[a]), lambda v: "%.2f" % v))
+                                  for a in self.alloc_sorted(over)) + ".\n")
 
     def section_malloc2(self):
         md = self.md
