@@ -208,35 +208,63 @@ TEST(frees_buffered_by_a_live_thread_go_home_on_release)
 
 /* Server churn: a block another thread allocated, freed here, is what this
  * thread's next malloc of its class gets (still in this CPU's cache), not
- * a block of its own pages. */
-TEST(a_block_freed_here_is_reused_here_first)
+ * a block of its own pages - when its class fills whole cache lines.  A
+ * smaller block shares a line with its neighbours, live on the other
+ * thread: reused here, the two threads would write one line (passive false
+ * sharing), so it goes home. */
+static const size_t line_sizes[] = {64, 128, 192, 256, 512, 1024, 2048, 4096};
+static const size_t shared_sizes[] = {8, 16, 48, 80, 112, 160, 224};
+enum {
+    NLINE = sizeof line_sizes / sizeof *line_sizes,
+    NSHARED = sizeof shared_sizes / sizeof *shared_sizes
+};
+static void *given[NLINE + NSHARED];
+
+static void *alloc_given(void *arg)
+{
+    (void)arg;
+    for (unsigned i = 0; i < NLINE + NSHARED; i++) {
+        size_t n = i < NLINE ? line_sizes[i] : shared_sizes[i - NLINE];
+        given[i] = mote_malloc(n);
+        CHECK(given[i] != NULL);
+        memset(given[i], 5, n);
+    }
+    return NULL;
+}
+
+TEST(a_block_freed_here_is_reused_here_first_unless_it_shares_a_line)
 {
     mote_mem_release();
     void *mine = mote_malloc(16);
     pthread_t t;
-    CHECK(pthread_create(&t, NULL, alloc_many, NULL) == 0);
+    CHECK(pthread_create(&t, NULL, alloc_given, NULL) == 0);
     pthread_join(t, NULL);
-    for (int i = 0; i < 13; i++) { /* 13 classes, each block's class free here */
-        size_t n = alloc_many_size(i);
+    for (unsigned i = 0; i < NLINE + NSHARED; i++) {
+        size_t n = i < NLINE ? line_sizes[i] : shared_sizes[i - NLINE];
         void *own = mote_malloc(n); /* this thread has a page of the class */
         CHECK(own != NULL);
-        mote_free(blocks[i]);
+        mote_free(given[i]);
         void *p = mote_malloc(n);
-        CHECK(p == blocks[i]);
+        CHECK(p != NULL);
+        if (i < NLINE)
+            CHECK(p == given[i]);
+        else
+            CHECK(p != given[i]);
         memset(p, 2, n);
-        blocks[i] = p;
+        given[i] = p;
         mote_free(own);
     }
-    for (int i = 0; i < NB; i++)
-        mote_free(blocks[i]);
+    for (unsigned i = 0; i < NLINE + NSHARED; i++)
+        mote_free(given[i]);
     mote_free(mine);
     mote_mem_release();
     CHECK(metric("/heap/inuse:bytes") < 64 * 1024);
 }
 
 /* What a live thread keeps of other threads' blocks is bounded: a thread
- * that frees another's 5 MB and then stays alive and idle lets all but a
- * few KiB of it go back to the OS, with no call from the program. */
+ * that frees another's 5 MB (a class with a foreign list) and then stays
+ * alive and idle lets all but a few KiB of it go back to the OS, with no
+ * call from the program. */
 static void *alloc_one_class(void *arg)
 {
     (void)arg;

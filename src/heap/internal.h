@@ -194,6 +194,9 @@ typedef struct heap_rbuf {
  * home.  The list is a descriptor of kind HEAP_PAGE_FOREIGN that cur[c] may
  * point to, so the malloc fast path serves it unchanged: `free` is the
  * list, `reserved` its bound, `used` the room left (reserved - length).
+ * Only classes whose blocks fill whole cache lines have a list (the
+ * others have no room), so no reused block shares a line with blocks that
+ * are live on another thread.
  * A free that finds the list full sends its block home as before: the
  * thread frees more of the class than it allocates (a consumer), and a
  * detour would only cost it.  Each block's page still counts it as used,
@@ -201,6 +204,7 @@ typedef struct heap_rbuf {
  * mote_mem_release.  Server churn frees most blocks on a thread other than
  * their allocator's; sending each home made its owner write it again on
  * another CPU (larson, 8 threads: 4x tcmalloc's time, 3x its RSS). */
+#define HEAP_LINE          64           /* a cache line */
 #define HEAP_FOREIGN_BYTES (64UL << 10) /* per class, at most this much ... */
 #define HEAP_FOREIGN_MIN   4            /* ... or this many blocks */
 #define HEAP_FOREIGN_MAX   256
