@@ -330,6 +330,7 @@ static void foreign_init(heap_tcache *h)
     for (unsigned c = 1; c < HEAP_BITMAP_CLS; c++) {
         heap_page *f = &h->foreign[c];
         uint32_t bsize = mote__sizeclass_size[c];
+        mote__assert(bsize != 0); /* caches are made after heap init */
         uint32_t cap = bsize ? (uint32_t)(HEAP_FOREIGN_BYTES / bsize) : 0;
         cap = cap < HEAP_FOREIGN_MIN ? HEAP_FOREIGN_MIN : cap;
         cap = cap > HEAP_FOREIGN_MAX ? HEAP_FOREIGN_MAX : cap;
