@@ -174,17 +174,26 @@ TEST(frees_into_an_exited_threads_cache_come_back_with_no_call)
     CHECK(c <= c0 + (1u << 20));
 }
 
-TEST(frees_buffered_by_a_live_thread_go_home_on_release)
+/* A fresh start: what earlier cases left is released, this thread gets a
+ * cache of its own (else its first free would adopt the exited thread's
+ * cache, and its frees would be local), then fn runs on a thread that
+ * exits.  Returns this thread's first block, to free at the end. */
+static void *own_cache_then(void *(*fn)(void *))
 {
     mote_mem_release();
-    /* this thread gets a cache of its own first (else its first free would
-     * adopt the exited thread's cache, and its frees would be local) */
     void *mine = mote_malloc(16);
+    CHECK(mine != NULL);
     pthread_t t;
-    CHECK(pthread_create(&t, NULL, alloc_many, NULL) == 0);
+    CHECK(pthread_create(&t, NULL, fn, NULL) == 0);
     pthread_join(t, NULL);
+    return mine;
+}
+
+TEST(frees_buffered_by_a_live_thread_go_home_on_release)
+{
+    void *mine = own_cache_then(alloc_many);
     uint64_t in_before = metric("/heap/inuse:bytes");
-    for (int i = 0; i < 10; i++) /* fewer than a foreign list holds */
+    for (int i = 0; i < 10; i++) /* fewer than a foreign list or a message holds */
         mote_free(blocks[i]);
     /* a block waiting in this thread's foreign list is free */
     CHECK(metric("/heap/inuse:bytes") < in_before);
@@ -220,11 +229,16 @@ enum {
 };
 static void *given[NLINE + NSHARED];
 
+static size_t given_size(unsigned i)
+{
+    return i < NLINE ? line_sizes[i] : shared_sizes[i - NLINE];
+}
+
 static void *alloc_given(void *arg)
 {
     (void)arg;
     for (unsigned i = 0; i < NLINE + NSHARED; i++) {
-        size_t n = i < NLINE ? line_sizes[i] : shared_sizes[i - NLINE];
+        size_t n = given_size(i);
         given[i] = mote_malloc(n);
         CHECK(given[i] != NULL);
         memset(given[i], 5, n);
@@ -234,13 +248,9 @@ static void *alloc_given(void *arg)
 
 TEST(a_block_freed_here_is_reused_here_first_unless_it_shares_a_line)
 {
-    mote_mem_release();
-    void *mine = mote_malloc(16);
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, alloc_given, NULL) == 0);
-    pthread_join(t, NULL);
+    void *mine = own_cache_then(alloc_given);
     for (unsigned i = 0; i < NLINE + NSHARED; i++) {
-        size_t n = i < NLINE ? line_sizes[i] : shared_sizes[i - NLINE];
+        size_t n = given_size(i);
         void *own = mote_malloc(n); /* this thread has a page of the class */
         CHECK(own != NULL);
         mote_free(given[i]);

@@ -331,16 +331,17 @@ static void foreign_init(heap_tcache *h)
         heap_page *f = &h->foreign[c];
         uint32_t bsize = mote__sizeclass_size[c];
         mote__assert(bsize != 0); /* caches are made after heap init */
-        uint32_t cap = bsize ? (uint32_t)(HEAP_FOREIGN_BYTES / bsize) : 0;
-        cap = cap < HEAP_FOREIGN_MIN ? HEAP_FOREIGN_MIN : cap;
-        cap = cap > HEAP_FOREIGN_MAX ? HEAP_FOREIGN_MAX : cap;
         /* A block that shares a cache line with its neighbours stays out:
          * reused here, it would be written on this CPU while its
          * neighbours are written on the owner's (passive false sharing:
          * cache-scratch ran 4.5x slower).  A list with no room sends
          * every free of the class home. */
-        if (bsize % HEAP_LINE != 0)
-            cap = 0;
+        uint32_t cap = 0;
+        if (bsize && bsize % HEAP_LINE == 0) {
+            cap = (uint32_t)(HEAP_FOREIGN_BYTES / bsize);
+            cap = cap < HEAP_FOREIGN_MIN ? HEAP_FOREIGN_MIN : cap;
+            cap = cap > HEAP_FOREIGN_MAX ? HEAP_FOREIGN_MAX : cap;
+        }
         f->kind = HEAP_PAGE_FOREIGN;
         f->cls = (uint8_t)c;
         f->bsize = bsize;
@@ -387,15 +388,15 @@ static heap_tcache *tcache_acquire(void);
 void mote__tcache_free_remote(heap_page *pg, heap_block *b)
 {
     heap_tcache *h = mote__heap_tls;
+    heap_tcache *to = page_owner(pg);
     /* Not a shadow's page (those are prof): its owner is some thread's main
-     * cache, which this test must not read (its owner writes it).  The free
-     * fast path put the block in h's foreign list if it had room. */
+     * cache, whose fields this test must not read (its owner writes them).
+     * The free fast path put the block in h's foreign list if it had room. */
     if (HEAP_LIKELY(pg->kind == HEAP_PAGE_SMALL && !pg->prof &&
-                    h != &mote__heap_tcache_empty && page_owner(pg) != h)) {
-        rbuf_put(h, page_owner(pg), b);
+                    h != &mote__heap_tcache_empty && to != h)) {
+        rbuf_put(h, to, b);
         return;
     }
-    heap_tcache *to = page_owner(pg);
     if (HEAP_UNLIKELY(h == &mote__heap_tcache_empty)) {
         /* A thread that frees before it ever allocates gets a cache, to
          * batch its frees like any other thread's. */
