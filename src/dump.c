@@ -56,11 +56,22 @@ static void dump_state(FILE *f, worker *w, const task *t, int64_t now)
                 LOAD(&t->fz, RELAXED) & FZ_DEEP ? "deep" : "page tables kept");
 }
 
+void mote__dump_forget(worker *w)
+{
+    free(w->dump_text); /* open_memstream's buffer: libc malloc */
+    w->dump_text = NULL;
+    w->dump_len = 0;
+}
+
 void mote__dump_answer(worker *w)
 {
     uint32_t epoch = LOAD(&rt.dump_epoch, ACQUIRE);
     if (epoch == w->dump_seen)
         return;
+    /* An answer still here came too late for its dump, which has gone on
+     * without it (the caller takes answers only for its own epoch, under
+     * dump_lock, and the epoch moves only under it: nobody reads this). */
+    mote__dump_forget(w);
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -165,8 +176,7 @@ int mote_tasks_dump(int fd)
         }
         if (w->dump_text) {
             mote__os_write_all(fd, w->dump_text, w->dump_len);
-            free(w->dump_text); /* open_memstream's buffer: libc malloc */
-            w->dump_text = NULL;
+            mote__dump_forget(w);
         }
     }
     spin_unlock(&rt.dump_lock);

@@ -218,6 +218,8 @@ void mote__sched_stats_io_wake(worker *w, task *t);
 /* At a scheduling point of w (no task of w running but the caller): answers
  * a pending dump request. */
 void mote__dump_answer(worker *w);
+/* Frees w's dump answer, if one is left (teardown, or one that came late). */
+void mote__dump_forget(worker *w);
 
 /* ---- deadlock detection (deadlock.c) --------------------------------------- */
 

@@ -608,6 +608,7 @@ static void sched_teardown(int started)
             }
         }
         mote__trim_fini(&w->trim);
+        mote__dump_forget(w); /* an answer that came after its dump gave up */
         mote__stackprof_fold(&w->stackprof);
         mote__timer_free(&w->timers);
         mote__stack_cache_drain(&w->stacks);
