@@ -248,6 +248,33 @@ static void double_free_remote(void *arg)
     (void)q;
 }
 
+static void local_then_remote_free(void *arg)
+{
+    (void)arg;
+    void *p = mote_malloc(20000);
+    void *q = mote_malloc(20000);
+    mote_free(p); /* home at once */
+    pthread_t t;
+    pthread_create(&t, NULL, free_it, p); /* caught on that thread, by the cookie */
+    pthread_join(t, NULL);
+    mote_mem_release();
+    (void)q;
+}
+
+static void remote_free_after_purge(void *arg)
+{
+    (void)arg;
+    void *p = mote_malloc(64 << 10);
+    void *q = mote_malloc(64 << 10);
+    mote_free(p);
+    mote_mem_release(); /* p's pages released: its cookie reads 0 */
+    pthread_t t;
+    pthread_create(&t, NULL, free_it, p);
+    pthread_join(t, NULL);
+    mote_mem_release(); /* the block comes home: its bit says free already */
+    (void)q;
+}
+
 static void double_free_after_purge(void *arg)
 {
     (void)arg;
@@ -283,6 +310,8 @@ TEST(bitmap_blocks_keep_the_pointer_checks)
     expect_invalid_free(double_free_local, NULL);
     expect_invalid_free(double_free_remote, NULL);
     expect_invalid_free(double_free_after_purge, NULL);
+    expect_invalid_free(local_then_remote_free, NULL);
+    expect_invalid_free(remote_free_after_purge, NULL);
     expect_invalid_free(free_inside, NULL);
     expect_invalid_free(free_tail, NULL);
 }

@@ -203,8 +203,7 @@ static inline void page_take_block(heap_tcache *h, heap_page *pg, heap_block *b,
                                    list *to_free)
 {
     mote__assert(page_owner(pg) == h && page_used(pg) > 0);
-    if (pg->kind == HEAP_PAGE_BITMAP) {
-        b->cookie = 0; /* malloc never writes a bitmap block */
+    if (pg->kind == HEAP_PAGE_BITMAP) { /* the cookie stays: bm_claim clears it */
         bm_return(h, pg, b, to_free);
         return;
     }
@@ -644,19 +643,25 @@ void mote__tcache_release_own(void)
 void mote__tcache_free_bitmap(heap_page *pg, void *p)
 {
     heap_tcache *h = mote__heap_tls, *owner = page_owner(pg);
-    uint64_t bit = 1ULL << block_index(pg, p);
-    if (LOAD(&pg->bits, RELAXED) & bit) /* free already */
-        mote__heap_invalid_free(p, "free");
+    heap_block *b = p;
+    uintptr_t ck = (uintptr_t)p ^ mote__heap_key;
     if (owner == h || owner->shadow_of == h) {
+        if (LOAD(&pg->bits, RELAXED) & (1ULL << block_index(pg, p))) /* free already */
+            mote__heap_invalid_free(p, "free");
+        b->cookie = ck; /* so a later free on another thread is caught there */
         list to_free = {0};
         bm_return(owner, pg, p, &to_free);
         pages_to_arena(&to_free);
         return;
     }
-    /* On its way home the block carries the cookie, as a small block
-     * does: a second free meanwhile is caught. */
-    heap_block *b = p;
-    uintptr_t ck = (uintptr_t)p ^ mote__heap_key;
+    /* Another thread's block: the cookie alone says whether it is free
+     * (a free block keeps it until malloc claims it again).  Reading the
+     * page's bitmap here would pull the owner's busiest line to this CPU
+     * on every free, and the owner's next claim would wait for it back
+     * (producer/consumer: 15% of the run in that claim).  A cookie the
+     * scavenger took with its page is the one gap: that second free is
+     * caught when the block reaches its owner, whose bitmap says it is
+     * free already. */
     if (b->cookie == ck)
         mote__heap_invalid_free(p, "free");
     b->cookie = ck;
