@@ -19,8 +19,8 @@
  *   - a block freed by a thread other than its page's owner is, until the
  *     owner takes it back, either in the freeing thread's rbuf (at most
  *     HEAP_RBUF_MAX per slot; sent when a slot fills or is needed for
- *     another cache, on that thread's next malloc slow path, at its exit and
- *     on mote_mem_release) or in the owner's inbox.  Its page's used count
+ *     another cache, on every HEAP_RBUF_FLUSH-th malloc slow path of that
+ *     thread, at its exit and on mote_mem_release) or in the owner's inbox.  Its page's used count
  *     still counts it, so a page never goes back to the arena with a block
  *     in flight, and the page never changes owner: no free can reach the
  *     wrong cache;
@@ -788,7 +788,7 @@ static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
 
 void *mote__tcache_alloc_in(heap_tcache *h, unsigned cls)
 {
-    if (h->rbuf_n)
+    if (h->rbuf_n && ++h->rbuf_ticks % HEAP_RBUF_FLUSH == 0)
         rbuf_send_all(h);
     if (LOAD(&h->inbox, RELAXED))
         tcache_drain(h);
