@@ -4,7 +4,8 @@
  * (a thread per request that leaves one small object behind does not pin a
  * fresh page each time), frees from other threads come home in batches and
  * are reused, a block freed by another thread is reused there first and
- * what a live thread keeps that way is bounded, frees into an exited
+ * what a live thread keeps that way is bounded, a block or two freed on
+ * another thread travel without a message, frees into an exited
  * thread's cache are collected with no call from the program, and
  * larson-like churn keeps every block intact.
  */
@@ -284,6 +285,35 @@ static void *alloc_one_class(void *arg)
         memset(blocks[i], 3, 256);
     }
     return NULL;
+}
+
+/* A thread that frees one or two blocks of another cache and goes on
+ * sends them as they are: a 512-byte message for a pointer or two would
+ * be most of what is in flight (larson at 8 threads: 1.5 blocks a
+ * message).  So nothing but the blocks themselves is out while they
+ * travel, and once home they are free. */
+static void *free_two_and_flush(void *arg)
+{
+    void **b = arg;
+    mote_free(b[0]);
+    mote_free(b[1]);
+    mote_mem_release(); /* sends what it holds, as an exiting thread does */
+    return NULL;
+}
+
+TEST(a_block_or_two_freed_on_another_thread_travel_without_a_message)
+{
+    mote_mem_release();
+    void *b[2] = {mote_malloc(48), mote_malloc(80)}; /* classes without a foreign list */
+    CHECK(b[0] && b[1]);
+    uint64_t before = metric("/heap/inuse:bytes");
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, free_two_and_flush, b) == 0);
+    pthread_join(t, NULL);
+    /* in this thread's inbox, still counted, and nothing else is out */
+    CHECK_EQ(metric("/heap/inuse:bytes"), before);
+    mote_mem_release(); /* takes them in */
+    CHECK_EQ(metric("/heap/inuse:bytes"), before - 48 - 80);
 }
 
 TEST(a_live_thread_keeps_a_bounded_part_of_others_frees)

@@ -180,6 +180,8 @@ static inline heap_page *queue_next(const heap_page *pg)
  * each costs its owner's inbox a CAS and a line, and the message's way home
  * another. */
 #define HEAP_RBUF_FLUSH 64
+/* A message with at most this many blocks is not sent: its blocks are. */
+#define HEAP_RBUF_SOLO  2
 typedef struct heap_msg {
     uintptr_t link; /* next inbox entry (tagged, see tcache.c) */
     uint32_t n;

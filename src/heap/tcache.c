@@ -247,13 +247,35 @@ static void inbox_push_block(heap_tcache *to, heap_block *b)
     inbox_push(to, (uintptr_t)b, (uintptr_t *)&b->next);
 }
 
+static inline heap_page *block_page(const void *b)
+{
+    heap_segment *seg = heap_segment_of(b);
+    return seg->map[((uintptr_t)b >> HEAP_SLICE_SHIFT) & (HEAP_SLICES - 1)];
+}
+
 static void rbuf_send(heap_tcache *h, heap_rbuf *r)
 {
     heap_msg *m = r->msg;
     mote__assert(m && m->n && r->to && r->to != h);
     h->rbuf_n -= m->n;
     r->msg = NULL;
-    inbox_push(r->to, (uintptr_t)m | INBOX_MSG, &m->link);
+    if (m->n > HEAP_RBUF_SOLO) {
+        inbox_push(r->to, (uintptr_t)m | INBOX_MSG, &m->link);
+        return;
+    }
+    /* A message this short would cost more than its blocks: 512 bytes in
+     * flight, and a trip home, for one or two pointers.  The blocks go
+     * alone (each is its own link) and the message block stays. */
+    for (uint32_t i = 0; i < m->n; i++)
+        inbox_push_block(r->to, m->blk[i]);
+    heap_block *mb = (heap_block *)m;
+    heap_page *pg = block_page(mb);
+    heap_tcache *own = page_owner(pg);
+    mote__assert(own == h || own == h->shadow);
+    mb->cookie = (uintptr_t)mb ^ mote__heap_key;
+    list to_free = {0};
+    page_take_block(own, pg, mb, &to_free);
+    pages_to_arena(&to_free);
 }
 
 static void rbuf_send_all(heap_tcache *h)
@@ -317,12 +339,6 @@ static inline __attribute__((always_inline)) void rbuf_put(heap_tcache *h,
 }
 
 /* ---- foreign lists (see HEAP_PAGE_FOREIGN in internal.h) ---- */
-
-static inline heap_page *block_page(const void *b)
-{
-    heap_segment *seg = heap_segment_of(b);
-    return seg->map[((uintptr_t)b >> HEAP_SLICE_SHIFT) & (HEAP_SLICES - 1)];
-}
 
 static void foreign_init(heap_tcache *h)
 {
