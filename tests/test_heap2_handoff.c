@@ -4,7 +4,8 @@
  * (a thread per request that leaves one small object behind does not pin a
  * fresh page each time), frees from other threads come home in batches and
  * are reused, a block freed by another thread is reused there first and
- * what a live thread keeps that way is bounded, a block or two freed on
+ * what a live thread keeps that way is bounded, a block whose owner keeps
+ * up goes home, a block or two freed on
  * another thread travel without a message, frees into an exited
  * thread's cache are collected with no call from the program, and
  * larson-like churn keeps every block intact.
@@ -337,6 +338,51 @@ TEST(a_live_thread_keeps_a_bounded_part_of_others_frees)
     CHECK(c <= c0 + (1u << 20));
     mote_free(mine);
     mote_mem_release();
+}
+
+/* A block of a live thread that keeps up with its frees goes home: kept
+ * here, it would stay foreign for good.  Once that thread has frees
+ * waiting (it is not running, say), the next one stays here. */
+static void *_Atomic owned[3];
+static atomic_int owner_go;
+
+static void *owner_thread(void *arg)
+{
+    (void)arg;
+    owned[0] = mote_malloc(256); /* a class with a foreign list */
+    owned[1] = mote_malloc(256);
+    owned[2] = mote_malloc(48); /* one without */
+    memset(owned[0], 1, 256);
+    memset(owned[1], 1, 256);
+    memset(owned[2], 1, 48);
+    atomic_store(&owner_go, 1);
+    while (atomic_load(&owner_go) != 2) /* alive, and no malloc: no inbox drain */
+        usleep(1000);
+    return NULL;
+}
+
+TEST(a_block_goes_home_while_its_owner_keeps_up_and_stays_while_it_does_not)
+{
+    mote_mem_release();
+    void *mine = mote_malloc(16); /* this thread's own cache */
+    atomic_store(&owner_go, 0);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, owner_thread, NULL) == 0);
+    while (atomic_load(&owner_go) != 1)
+        usleep(1000);
+    unsigned cls = sizeclass_of(256);
+    uint32_t kept0 = mote__tcache_foreign_count(mote__heap_tls, cls);
+    mote_free(owned[0]); /* its inbox is empty: home */
+    CHECK_EQ(mote__tcache_foreign_count(mote__heap_tls, cls), kept0);
+    mote_free(owned[2]);
+    mote_mem_release();  /* both reach its inbox, which it does not drain now */
+    mote_free(owned[1]); /* it is behind: stays here */
+    CHECK_EQ(mote__tcache_foreign_count(mote__heap_tls, cls), kept0 + 1);
+    atomic_store(&owner_go, 2);
+    pthread_join(t, NULL);
+    mote_free(mine);
+    mote_mem_release();
+    CHECK(metric("/heap/inuse:bytes") < 64 * 1024);
 }
 
 /* ---- larson-like churn: blocks intact through hand-offs ---- */
