@@ -208,11 +208,12 @@ typedef struct heap_rbuf {
  * A free that finds the list full sends its block home as before: the
  * thread frees more of the class than it allocates (a consumer), and a
  * detour would only cost it.  So does a free while the owner keeps up
- * (foreign_keep in api.c): lists are for owners that are behind.  Each block's page still counts it as used,
- * so the page stays with its owner; the lists go home at thread exit and on
- * mote_mem_release.  Server churn frees most blocks on a thread other than
- * their allocator's; sending each home made its owner write it again on
- * another CPU (larson, 8 threads: 4x tcmalloc's time, 3x its RSS). */
+ * (foreign_keep in api.c): lists are for owners that are behind.  Each
+ * block's page still counts it as used, so the page stays with its owner;
+ * the lists go home at thread exit and on mote_mem_release.  Server churn
+ * frees most blocks on a thread other than their allocator's; sending each
+ * home made its owner write it again on another CPU (larson, 8 threads: 4x
+ * tcmalloc's time, 3x its RSS). */
 #define HEAP_LINE          64           /* a cache line */
 #define HEAP_FOREIGN_BYTES (64UL << 10) /* per class, at most this much ... */
 #define HEAP_FOREIGN_MIN   4            /* ... or this many blocks */

@@ -20,10 +20,10 @@
  *     owner takes it back, either in the freeing thread's rbuf (at most
  *     HEAP_RBUF_MAX per slot; sent when a slot fills or is needed for
  *     another cache, on every HEAP_RBUF_FLUSH-th malloc slow path of that
- *     thread, at its exit and on mote_mem_release) or in the owner's inbox.  Its page's used count
- *     still counts it, so a page never goes back to the arena with a block
- *     in flight, and the page never changes owner: no free can reach the
- *     wrong cache;
+ *     thread, at its exit and on mote_mem_release) or in the owner's
+ *     inbox.  Its page's used count still counts it, so a page never goes
+ *     back to the arena with a block in flight, and the page never changes
+ *     owner: no free can reach the wrong cache;
  *   - caches are never freed: at thread exit a cache sends its rbuf, takes
  *     its inbox in, frees its empty pages except one per one-slice class and
  *     keeps every other page in its queues; it goes to the pool, and the next
