@@ -253,6 +253,20 @@ static inline heap_page *block_page(const void *b)
     return seg->map[((uintptr_t)b >> HEAP_SLICE_SHIFT) & (HEAP_SLICES - 1)];
 }
 
+/* A message block whose message was read (or never sent): back on its page
+ * when the page is h's or its shadow's (where h's messages come from),
+ * else home to its owner as a single block. */
+static void msg_block_free(heap_tcache *h, heap_block *mb, list *to_free)
+{
+    heap_page *pg = block_page(mb);
+    heap_tcache *own = page_owner(pg);
+    mb->cookie = (uintptr_t)mb ^ mote__heap_key;
+    if (own == h || own == h->shadow)
+        page_take_block(own, pg, mb, to_free);
+    else
+        inbox_push_block(own, mb);
+}
+
 static void rbuf_send(heap_tcache *h, heap_rbuf *r)
 {
     heap_msg *m = r->msg;
@@ -268,13 +282,8 @@ static void rbuf_send(heap_tcache *h, heap_rbuf *r)
      * alone (each is its own link) and the message block stays. */
     for (uint32_t i = 0; i < m->n; i++)
         inbox_push_block(r->to, m->blk[i]);
-    heap_block *mb = (heap_block *)m;
-    heap_page *pg = block_page(mb);
-    heap_tcache *own = page_owner(pg);
-    mote__assert(own == h || own == h->shadow);
-    mb->cookie = (uintptr_t)mb ^ mote__heap_key;
     list to_free = {0};
-    page_take_block(own, pg, mb, &to_free);
+    msg_block_free(h, (heap_block *)m, &to_free);
     pages_to_arena(&to_free);
 }
 
@@ -463,12 +472,7 @@ static void tcache_drain(heap_tcache *h)
     while (home) {
         heap_block *mb = home;
         home = mb->next;
-        heap_page *pg = block_page(mb);
-        mb->cookie = (uintptr_t)mb ^ mote__heap_key;
-        if (page_owner(pg) == h)
-            page_take_block(h, pg, mb, &to_free);
-        else
-            inbox_push_block(page_owner(pg), mb);
+        msg_block_free(h, mb, &to_free);
     }
     pages_to_arena(&to_free);
     mote__assert_expensive(tcache_valid(h));
