@@ -11,6 +11,10 @@
  * blocks on.  Allocator-agnostic (LD_PRELOAD).
  *
  *   larson THREADS [ROUNDS=10] [OPS=200000] [SLOTS=8000] [MIN=16] [MAX=1000]
+ *          [CROSS=8]
+ * (CROSS, a power of two: 1 swap in CROSS goes to any region; ROUNDS=1
+ * with a large CROSS is a pool of long-lived threads that rarely free each
+ * other's blocks)
  * prints: bench=larson threads=N mops=X peak_rss=BYTES rss_end=BYTES secs=S
  * (mops: malloc+free pairs per second, in millions; rss_end: with the
  * table still full, after the last thread exited)
@@ -26,7 +30,8 @@
 
 #include "mbutil.h"
 
-static long rounds = 10, ops = 200000, slots = 8000, minsz = 16, maxsz = 1000;
+static long rounds = 10, ops = 200000, slots = 8000, minsz = 16, maxsz = 1000, cross = 8;
+static int cross_shift = 3; /* log2(cross): the decision's bits, not the slot's */
 static int nthreads;
 static _Atomic(char *) *table;
 
@@ -45,8 +50,9 @@ static void *worker(void *arg)
         uint64_t x = mb_rnd(&s);
         size_t n = (size_t)minsz + (size_t)(x % (uint64_t)(maxsz - minsz + 1));
         x >>= 20;
-        long k = (x & 7) ? (long)r->id * slots + (long)((x >> 3) % (uint64_t)slots)
-                         : (long)((x >> 3) % (uint64_t)total);
+        long k = (x & (uint64_t)(cross - 1))
+                     ? (long)r->id * slots + (long)((x >> cross_shift) % (uint64_t)slots)
+                     : (long)((x >> cross_shift) % (uint64_t)total);
         char *b = malloc(n);
         b[0] = (char)n;
         b[n - 1] = (char)i;
@@ -82,11 +88,15 @@ int main(int argc, char **argv)
         minsz = atol(argv[5]);
     if (argc > 6)
         maxsz = atol(argv[6]);
+    if (argc > 7)
+        cross = atol(argv[7]);
     if (nthreads < 1 || rounds < 1 || ops < 1 || slots < 1 || minsz < 2 ||
-        maxsz < minsz) {
-        fprintf(stderr, "usage: larson THREADS [ROUNDS] [OPS] [SLOTS] [MIN>=2] [MAX]\n");
+        maxsz < minsz || cross < 1 || (cross & (cross - 1))) {
+        fprintf(stderr, "usage: larson THREADS [ROUNDS] [OPS] [SLOTS] [MIN>=2] [MAX] "
+                        "[CROSS, a power of two]\n");
         return 2;
     }
+    cross_shift = __builtin_ctzl((unsigned long)cross);
     table = calloc((size_t)nthreads * (size_t)slots, sizeof *table);
     region *rg = calloc((size_t)nthreads, sizeof *rg);
     pthread_t *t = malloc(sizeof *t * (size_t)nthreads);
