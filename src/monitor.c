@@ -98,6 +98,16 @@ static void monitor_report(worker *w, int64_t for_ns)
 {
     long nr;
     char st = mote__os_thread_state(w->tid, &nr);
+    /* A thread stuck in blocking calls is runnable between them, and on a
+     * loaded machine for milliseconds after each wake-up: one look can
+     * land there (seen: a worker in 20 ms sleeps reported as running, in a
+     * TSan suite beside a busy one).  A task that does not park is never
+     * anything else, so look again for up to MONITOR_STALL_NS. */
+    for (int64_t t0 = mote__os_now_ns();
+         st == 'R' && mote__os_now_ns() - t0 < MONITOR_STALL_NS;) {
+        usleep(500);
+        st = mote__os_thread_state(w->tid, &nr);
+    }
     task *t = LOAD(&w->running, SEQ_CST);
     if (!t)
         return;
