@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "arch/arch.h"
 #include "freeze.h"
 #include "os/os.h"
 
@@ -57,6 +58,21 @@ int mote__backtrace_from(const task *t, uintptr_t fp, uintptr_t *pcs, int max)
     if (!backtrace_frame(t, fp, rec))
         return 0;
     return backtrace_walk(t, rec[0], rec[1], pcs, max);
+}
+
+int mote__backtrace_interrupted(const task *t, uintptr_t ip, uintptr_t sp, uintptr_t fp,
+                                uintptr_t *pcs, int max)
+{
+    if (max < 2)
+        return 0;
+    int n = 0;
+    pcs[n++] = ip + 1; /* a pc, not a return address */
+    int off = arch_frameless_ret_off((const uint8_t *)ip);
+    uintptr_t at = sp + (uintptr_t)(off < 0 ? 0 : off);
+    if (off >= 0 && !(at & 7) && at >= stack_lo(&t->stack) &&
+        at + 8 <= stack_top(&t->stack))
+        memcpy(&pcs[n++], (const void *)at, 8);
+    return n + mote__backtrace_from(t, fp, pcs + n, max - n);
 }
 
 void mote__backtrace_print(FILE *f, const task *t, const char *indent)

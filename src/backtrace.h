@@ -19,6 +19,13 @@ int mote__backtrace(const task *t, uintptr_t *pcs, int max);
  * frame, or one a signal handler found). */
 int mote__backtrace_from(const task *t, uintptr_t fp, uintptr_t *pcs, int max);
 
+/* The running task t's backtrace from a signal handler's view of it (pc,
+ * stack pointer, frame pointer): the pc first, then its caller even when
+ * the signal came at a function's entry or return, where the frame chain
+ * does not name it yet (or any more), then the walk. */
+int mote__backtrace_interrupted(const task *t, uintptr_t ip, uintptr_t sp, uintptr_t fp,
+                                uintptr_t *pcs, int max);
+
 /* Prints the symbol of each pc, one "indent function" line each, leaving
  * out mote's own frames at the top. */
 void mote__backtrace_print_pcs(FILE *f, const uintptr_t *pcs, int n, const char *indent);

@@ -80,10 +80,10 @@ static void monitor_urg(int sig, siginfo_t *si, void *ucv)
         return;
     }
     ucontext_t *uc = ucv;
-    uintptr_t rip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-    uintptr_t rbp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
-    w->stall_pcs[0] = rip + 1; /* a pc, not a return address */
-    w->stall_npcs = 1 + mote__backtrace_from(t, rbp, w->stall_pcs + 1, 23);
+    w->stall_npcs = mote__backtrace_interrupted(
+        t, (uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
+        (uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
+        (uintptr_t)uc->uc_mcontext.gregs[REG_RBP], w->stall_pcs, 24);
     FETCH_ADD(&w->stall_seq, 1, RELEASE);
 }
 

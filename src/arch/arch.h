@@ -32,6 +32,23 @@ static inline void arch_prefetch_write(const void *p)
     __asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
 }
 
+/* For a thread interrupted at ip: the offset from its stack pointer of the
+ * return address when the interrupted function has no frame record of its
+ * own at that instruction (at its entry, before or just after it pushed
+ * the frame pointer; or at its return, after popping it), else -1.  A
+ * frame-pointer walk from such a point would skip the caller.  ip must
+ * point into mapped code (an interrupted thread's pc does). */
+static inline int arch_frameless_ret_off(const uint8_t *ip)
+{
+    if (ip[0] == 0xf3 && ip[1] == 0x0f && ip[2] == 0x1e && ip[3] == 0xfa)
+        return 0; /* endbr64, then push %rbp */
+    if (ip[0] == 0x55 || ip[0] == 0xc3)
+        return 0; /* push %rbp; ret */
+    if (ip[0] == 0x48 && ip[1] == 0x89 && ip[2] == 0xe5)
+        return 8; /* mov %rsp,%rbp, after the push */
+    return -1;
+}
+
 /* Saves the running context into from and resumes to. */
 void mote__arch_switch(arch_ctx *from, arch_ctx *to);
 
