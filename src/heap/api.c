@@ -275,7 +275,7 @@ static HEAP_NOINLINE void heap_free_slow(void *p)
  * owner that keeps up gets its block back: kept here, the block would
  * stay foreign for good, every later free of it landing here again (two
  * long-lived threads that exchange 1 block in 64 pushed 36% of all their
- * frees onto these lists and ran 2.3x slower than with this rule). */
+ * frees onto these lists and ran 1.3-2.3x slower than with this rule). */
 static inline bool foreign_keep(heap_tcache *owner)
 {
     return LOAD(&owner->inbox, RELAXED) != 0 || LOAD(&owner->dead, RELAXED);
