@@ -12,18 +12,24 @@
 #include "freeze.h"
 #include "os/os.h"
 
+/* len bytes at the word-aligned address at of t's stack, t running here
+ * (its own live stack); false outside it. */
+static bool stack_read_live(const task *t, uintptr_t at, void *out, size_t len)
+{
+    if ((at & 7) || at < stack_lo(&t->stack) || at + len > stack_top(&t->stack))
+        return false;
+    memcpy(out, (const void *)at, len);
+    return true;
+}
+
 /* The two words of the frame record at fp: the caller's fp and the
  * return address. */
 static bool backtrace_frame(const task *t, uintptr_t fp, uintptr_t rec[2])
 {
     if (fp & 7)
         return false;
-    if (t == mote__self()) { /* a running task: its own frames */
-        if (fp < stack_lo(&t->stack) || fp + 16 > stack_top(&t->stack))
-            return false;
-        memcpy(rec, (const void *)fp, 16);
-        return true;
-    }
+    if (t == mote__self()) /* a running task: its own frames */
+        return stack_read_live(t, fp, rec, 16);
     return mote__freeze_peek(t, fp, rec, 16);
 }
 
@@ -68,10 +74,8 @@ int mote__backtrace_interrupted(const task *t, uintptr_t ip, uintptr_t sp, uintp
     int n = 0;
     pcs[n++] = ip + 1; /* a pc, not a return address */
     int off = arch_frameless_ret_off((const uint8_t *)ip);
-    uintptr_t at = sp + (uintptr_t)(off < 0 ? 0 : off);
-    if (off >= 0 && !(at & 7) && at >= stack_lo(&t->stack) &&
-        at + 8 <= stack_top(&t->stack))
-        memcpy(&pcs[n++], (const void *)at, 8);
+    if (off >= 0 && stack_read_live(t, sp + (uintptr_t)off, &pcs[n], sizeof pcs[n]))
+        n++;
     return n + mote__backtrace_from(t, fp, pcs + n, max - n);
 }
 

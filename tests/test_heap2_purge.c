@@ -234,16 +234,21 @@ static void *free_it(void *p)
     return NULL;
 }
 
+/* Frees p on a thread of its own, which exits (sending it on its way). */
+static void free_on_a_thread(void *p)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, free_it, p);
+    pthread_join(t, NULL);
+}
+
 static void double_free_remote(void *arg)
 {
     (void)arg;
     void *p = mote_malloc(20000);
     void *q = mote_malloc(20000);
-    pthread_t t;
-    pthread_create(&t, NULL, free_it, p);
-    pthread_join(t, NULL); /* on its way home, or home */
-    pthread_create(&t, NULL, free_it, p);
-    pthread_join(t, NULL);
+    free_on_a_thread(p); /* on its way home, or home */
+    free_on_a_thread(p);
     mote_mem_release();
     (void)q;
 }
@@ -253,10 +258,8 @@ static void local_then_remote_free(void *arg)
     (void)arg;
     void *p = mote_malloc(20000);
     void *q = mote_malloc(20000);
-    mote_free(p); /* home at once */
-    pthread_t t;
-    pthread_create(&t, NULL, free_it, p); /* caught on that thread, by the cookie */
-    pthread_join(t, NULL);
+    mote_free(p);        /* home at once */
+    free_on_a_thread(p); /* caught on that thread, by the cookie */
     mote_mem_release();
     (void)q;
 }
@@ -268,9 +271,7 @@ static void remote_free_after_purge(void *arg)
     void *q = mote_malloc(64 << 10);
     mote_free(p);
     mote_mem_release(); /* p's pages released: its cookie reads 0 */
-    pthread_t t;
-    pthread_create(&t, NULL, free_it, p);
-    pthread_join(t, NULL);
+    free_on_a_thread(p);
     mote_mem_release(); /* the block comes home: its bit says free already */
     (void)q;
 }
