@@ -145,8 +145,10 @@ ssize_t mote_read(int fd, void *buf, size_t n, int64_t timeout_ns)
             if (k >= 0) {
                 /* A short read of a byte stream took all there was: the
                  * next read waits for an edge without trying.  Otherwise
-                 * more may be there. */
-                if ((size_t)k == n || pd->kind != PD_STREAM || k == 0)
+                 * more may be there, or, after a hang-up, an EOF or error
+                 * the edge that brought the data also reported. */
+                if ((size_t)k == n || pd->kind != PD_STREAM || k == 0 ||
+                    LOAD(&pd->hangup, RELAXED))
                     STORE(&pd->ready[PD_READ], 1, RELAXED);
                 return k;
             }

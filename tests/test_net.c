@@ -207,6 +207,36 @@ TEST_TASK(half_close_delivers_the_reply)
     mote_close(a);
 }
 
+/* Data and the peer's FIN reported by one edge: the short read that takes
+ * the data must not hide the EOF behind it (CI hung here when a poller
+ * harvested both at once). */
+TEST_TASK(eof_that_arrived_with_the_data_is_not_lost)
+{
+    char addr[64];
+    int lfd = listen_any(addr, sizeof addr);
+    int a = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(a >= 0);
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    CHECK_EQ(getsockname(lfd, (struct sockaddr *)&sa, &sl), 0);
+    CHECK_EQ(connect(a, (struct sockaddr *)&sa, sl), 0);
+    /* b not yet known to mote: data and FIN are both queued when it
+     * registers, so its first edge carries both */
+    int b = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    CHECK(b >= 0);
+    CHECK_EQ(send(a, "ping", 4, MSG_NOSIGNAL), 4);
+    CHECK_EQ(shutdown(a, SHUT_WR), 0);
+    CHECK_EQ(mote_wait_fd(b, MOTE_READABLE, 2000 * MS), MOTE_READABLE);
+    mote_sleep(20 * MS); /* an idle worker harvests that edge now */
+    char buf[8];
+    CHECK_EQ(mote_read(b, buf, sizeof buf, 2000 * MS), 4);
+    CHECK_EQ(mote_read(b, buf, sizeof buf, 2000 * MS), 0);
+    CHECK_EQ(mote_read(b, buf, sizeof buf, 0), 0); /* EOF stays */
+    CHECK_EQ(mote_close(b), 0);
+    close(a);
+    CHECK_EQ(mote_close(lfd), 0);
+}
+
 TEST_TASK(writing_to_a_closed_peer_is_epipe_not_sigpipe)
 {
     CHECK(signal(SIGPIPE, SIG_DFL) != SIG_ERR); /* SIGPIPE would kill us */

@@ -146,10 +146,11 @@ int mote__os_poll_add(int epfd, int fd, uint64_t data);
 int mote__os_poll_add_level(int epfd, int fd, uint64_t data);
 int mote__os_poll_del(int epfd, int fd);
 
-/* One ready descriptor: its tag and what happened. */
+/* One ready descriptor: its tag and what happened.  hangup: the peer
+ * closed or shut down its side, or an error is pending; it stays so. */
 typedef struct os_poll_event {
     uint64_t data;
-    uint32_t readable : 1, writable : 1, error : 1;
+    uint32_t readable : 1, writable : 1, error : 1, hangup : 1;
 } os_poll_event;
 /* Waits up to timeout_ns (< 0 forever, 0 not at all) for events; returns
  * how many were stored (0 on timeout or a signal) or -errno. */

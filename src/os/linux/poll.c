@@ -88,6 +88,7 @@ int mote__os_poll_wait(int epfd, os_poll_event *ev, int max, int64_t timeout_ns)
         ev[i].readable = !!(e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI));
         ev[i].writable = !!(e & (EPOLLOUT | EPOLLHUP | EPOLLERR));
         ev[i].error = !!(e & EPOLLERR);
+        ev[i].hangup = !!(e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR));
     }
     return n;
 }
