@@ -260,7 +260,11 @@ MOTE_API int mote_cond_broadcast(mote_cond *c);
  * which work anywhere); any -errno of the underlying system call.
  * A descriptor used with these calls must be closed with mote_close (its
  * number may then be reused safely: a waiter or event of the old one never
- * reaches the new one). */
+ * reaches the new one).  One closed with close(2) leaves its registration
+ * behind: a descriptor mote makes later under that number (mote_accept,
+ * mote_dial_tcp, mote_listen_tcp) drops it, but one the program makes
+ * itself would be taken as registered, and a call that waits on it would
+ * never be woken. */
 
 enum { MOTE_READABLE = 1, MOTE_WRITABLE = 2 };
 /* Waits until fd is readable and/or writable (events: MOTE_READABLE |

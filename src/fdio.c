@@ -257,6 +257,7 @@ int mote_accept(int lfd, struct sockaddr *addr, socklen_t *addrlen, int64_t time
         if (XCHG(&pd->ready[PD_READ], 0, ACQUIRE)) {
             int fd = accept4(lfd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
             if (fd >= 0) {
+                mote__netpoll_fresh(fd);
                 /* more connections may be queued */
                 STORE(&pd->ready[PD_READ], 1, RELAXED);
                 return fd;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "mote.h"
+#include "netpoll.h"
 #include "park.h"
 
 typedef struct net_addr {
@@ -105,6 +106,7 @@ static int net_listen_on(const struct addrinfo *ai, int backlog)
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
+    mote__netpoll_fresh(fd);
     int one = 1, zero = 0;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (ai->ai_family == AF_INET6) /* ":port" serves IPv4 too */
@@ -166,6 +168,7 @@ int mote_dial_tcp(const char *addr, int64_t timeout_ns)
             r = -errno;
             continue;
         }
+        mote__netpoll_fresh(fd);
         r = mote_connect(fd, ai->ai_addr, ai->ai_addrlen, left);
         if (r == 0) {
             net_nodelay(fd);

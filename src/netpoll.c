@@ -227,16 +227,19 @@ int mote__netpoll_wait(int fd, pdesc *pd, int dirs, int64_t deadline)
     return r;
 }
 
-void mote__netpoll_close(int fd)
+/* Forgets fd's registration, if any: its waiters wake with -ECANCELED and
+ * its events are stale.  Whether it had one. */
+static bool pd_forget(int fd)
 {
     if (fd < 0 || fd >= PD_MAX_FD || LOAD(&np.state, ACQUIRE) != 1)
-        return;
+        return false;
     pdesc *pd = pd_lookup(fd);
-    if (!pd)
-        return;
+    if (!pd || !LOAD(&pd->gen, ACQUIRE))
+        return false;
     waiter *list = NULL;
     spin_lock(&pd->lock);
-    if (pd->gen && pd->kind != OS_FD_FILE)
+    bool had = pd->gen != 0;
+    if (had && pd->kind != OS_FD_FILE)
         FETCH_SUB(&np.nfds, 1, RELAXED);
     STORE(&pd->seq, pd->seq + 1, RELEASE); /* its events are now stale */
     STORE(&pd->gen, 0, RELEASE);
@@ -244,8 +247,16 @@ void mote__netpoll_close(int fd)
     mote__waitq_claim_all(&pd->waiters[PD_WRITE], -ECANCELED, &list);
     spin_unlock(&pd->lock);
     mote__waitq_wake(list);
-    mote__os_poll_del(np.epfd, fd); /* a dup elsewhere must not report */
+    return had;
 }
+
+void mote__netpoll_close(int fd)
+{
+    if (pd_forget(fd))
+        mote__os_poll_del(np.epfd, fd); /* a dup elsewhere must not report */
+}
+
+void mote__netpoll_fresh(int fd) { pd_forget(fd); }
 
 /* An edge on fd: mark it ready and claim its waiters.  *now: the batch's
  * harvest time, read by the first event that wakes someone. */

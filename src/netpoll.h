@@ -60,6 +60,12 @@ int mote__netpoll_wait(int fd, pdesc *pd, int dirs, int64_t deadline);
  * the registration (the descriptor number may be reused). */
 void mote__netpoll_close(int fd);
 
+/* fd was just made by mote (socket, accept): a registration its number
+ * still has belongs to a descriptor closed with close(2) behind mote's
+ * back, which epoll has forgotten; forget it too, or the new descriptor
+ * would be taken as registered and its waiters never woken. */
+void mote__netpoll_fresh(int fd);
+
 /* Whether any descriptor was ever registered: only then does a worker
  * poll. */
 bool mote__netpoll_active(void);
