@@ -26,7 +26,7 @@
  * MSG_NOSIGNAL instead of a SIGPIPE. */
 static inline bool fdio_is_socket(const pdesc *pd)
 {
-    return pd->kind == PD_STREAM || pd->kind == PD_DGRAM;
+    return pd->kind == PD_STREAM || pd->kind == PD_SOCKET;
 }
 
 static int fdio_check(int fd)
@@ -143,7 +143,7 @@ ssize_t mote_read(int fd, void *buf, size_t n, int64_t timeout_ns)
         if (XCHG(&pd->ready[PD_READ], 0, ACQUIRE)) {
             ssize_t k = fdio_is_socket(pd) ? recv(fd, buf, n, 0) : read(fd, buf, n);
             if (k >= 0) {
-                /* A short read of a byte stream took all there was: the
+                /* A short read of a TCP stream took all there was: the
                  * next read waits for an edge without trying.  Otherwise
                  * more may be there, or, after a hang-up, an EOF or error
                  * the edge that brought the data also reported. */

@@ -14,7 +14,7 @@
  *   a task after EAGAIN:           lock; if ready: retry; else publish a
  *                                  record and park; unlock
  * so an edge between the system call and the park is never lost.  After a
- * short read of a byte stream (all there was) ready stays 0 and the next read
+ * short read of a TCP stream (all there was) ready stays 0 and the next read
  * parks without trying; otherwise ready is set back to 1, so the next call
  * tries the system call first.  Not after a hang-up: a read stops short at
  * the peer's FIN or an error, which one edge may have reported together
@@ -29,7 +29,7 @@
 
 #include "mote.h"
 
-enum pd_kind { PD_STREAM = 1, PD_DGRAM, PD_PIPE, PD_FILE, PD_OTHER };
+enum pd_kind { PD_STREAM = 1, PD_SOCKET, PD_PIPE, PD_FILE, PD_OTHER }; /* as os_fd_kind */
 enum { PD_READ = 0, PD_WRITE = 1 };
 enum { PD_WANT_READ = 1 << PD_READ, PD_WANT_WRITE = 1 << PD_WRITE };
 

@@ -267,6 +267,39 @@ TEST_TASK(a_number_closed_behind_motes_back_works_when_mote_reuses_it)
     CHECK_EQ(mote_close(a), 0);
 }
 
+/* A Unix stream socket's read stops after a message that carried
+ * descriptors, with more bytes queued behind it and no edge to come: a
+ * short read there does not mean the socket is drained. */
+TEST_TASK(a_unix_stream_read_cut_short_by_passed_descriptors_is_not_the_end)
+{
+    int s[2];
+    CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s), 0);
+    char buf[8];
+    CHECK_EQ(mote_read(s[1], buf, sizeof buf, 0), -ETIMEDOUT); /* registered */
+    int pass = s[0];
+    char ctl[CMSG_SPACE(sizeof pass)];
+    memset(ctl, 0, sizeof ctl);
+    struct iovec iov = {.iov_base = "ab", .iov_len = 2};
+    struct msghdr m = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = ctl,
+                       .msg_controllen = sizeof ctl};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof pass);
+    memcpy(CMSG_DATA(c), &pass, sizeof pass);
+    CHECK_EQ(sendmsg(s[0], &m, 0), 2);
+    CHECK_EQ(send(s[0], "cd", 2, 0), 2);
+    mote_sleep(20 * MS); /* one edge for both, harvested now */
+    CHECK_EQ(mote_read(s[1], buf, sizeof buf, 2000 * MS), 2); /* "ab": its fd dropped */
+    CHECK(!memcmp(buf, "ab", 2));
+    CHECK_EQ(mote_read(s[1], buf, sizeof buf, 2000 * MS), 2);
+    CHECK(!memcmp(buf, "cd", 2));
+    CHECK_EQ(mote_close(s[1]), 0);
+    CHECK_EQ(close(s[0]), 0);
+}
+
 TEST_TASK(writing_to_a_closed_peer_is_epipe_not_sigpipe)
 {
     CHECK(signal(SIGPIPE, SIG_DFL) != SIG_ERR); /* SIGPIPE would kill us */

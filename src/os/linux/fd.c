@@ -15,12 +15,17 @@ int mote__os_fd_kind(int fd)
     if (fstat(fd, &st) != 0)
         return -errno;
     if (S_ISSOCK(st.st_mode)) {
-        int type = 0;
+        int type = 0, domain = 0;
         socklen_t len = sizeof type;
         if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0)
             return OS_FD_OTHER;
-        /* a short read drains only a byte stream, not a message socket */
-        return type == SOCK_STREAM ? OS_FD_STREAM : OS_FD_DGRAM;
+        len = sizeof domain;
+        if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0)
+            return OS_FD_SOCKET;
+        /* a short read drains only a TCP stream (see os.h) */
+        return type == SOCK_STREAM && (domain == AF_INET || domain == AF_INET6)
+                   ? OS_FD_STREAM
+                   : OS_FD_SOCKET;
     }
     if (S_ISFIFO(st.st_mode))
         return OS_FD_PIPE;
