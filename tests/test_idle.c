@@ -1,6 +1,6 @@
 /* test_idle.c - an idle runtime sleeps in the kernel: over a second in
- * which every task is parked (one on a timer, the others waiting), the
- * process uses almost no CPU. */
+ * which every task is parked (on timers and a channel), the process uses
+ * almost no CPU. */
 #include <sys/resource.h>
 
 #include "check.h"
@@ -15,15 +15,22 @@ static double cpu_seconds(void)
 }
 
 static mote_wg napping = MOTE_WG_INIT;
+static mote_chan *gate;
+
+/* Parked on a timer far away and on a channel closed when the test ends. */
 static void napper(void *arg)
 {
     (void)arg;
     CHECK_EQ(mote_wg_done(&napping), 0);
-    mote_sleep(3LL * 1000000000);
+    mote_case c = {.chan = gate, .op = MOTE_RECV};
+    CHECK_EQ(mote_select(&c, 1, 60LL * 1000000000), 0);
+    CHECK_EQ(c.result, MOTE_ECLOSED);
 }
 
 TEST_TASK(idle_runtime_uses_no_cpu)
 {
+    gate = mote_chan_make(0, 0);
+    CHECK(gate != NULL);
     CHECK_EQ(mote_wg_add(&napping, 100), 0);
     for (int i = 0; i < 100; i++)
         CHECK_EQ(mote_go(napper, NULL), 0);
@@ -32,14 +39,25 @@ TEST_TASK(idle_runtime_uses_no_cpu)
     /* let the workers settle: spins, trims and the freeze of the parked
      * tasks (MOTE_STACK_FREEZE, 1 s; slow under a sanitizer) end */
     mote_sleep(1500 * 1000000LL);
-    double c0 = cpu_seconds();
-    int64_t t0 = mote_now();
-    CHECK_EQ(mote_sleep(1000000000), 0);
-    double used = cpu_seconds() - c0;
-    double wall = (double)(mote_now() - t0) / 1e9;
-    printf("idle second: %.1f ms CPU over %.2f s\n", used * 1e3, wall);
-    CHECK(wall >= 1.0);
+    /* A runtime that polls uses CPU in every second; one that sleeps uses
+     * none in most.  Up to three tries: a sanitizer's own threads, or a
+     * freeze still running on a loaded machine (seen under gcc TSan: 74 ms
+     * in one second), may take a share of one. */
+    double used = 1;
+    for (int i = 0; i < 3 && used >= 0.05; i++) {
+        double c0 = cpu_seconds();
+        int64_t t0 = mote_now();
+        CHECK_EQ(mote_sleep(1000000000), 0);
+        used = cpu_seconds() - c0;
+        double wall = (double)(mote_now() - t0) / 1e9;
+        printf("idle second: %.1f ms CPU over %.2f s (frozen tasks %llu)\n", used * 1e3,
+               wall, (unsigned long long)test_metric("/stacks/frozen:tasks"));
+        CHECK(wall >= 1.0);
+    }
     CHECK(used < 0.05);
+    CHECK_EQ(mote_chan_close(gate), 0);
+    WAIT_UNTIL(test_metric("/tasks/blocked:tasks") == 0, 60);
+    CHECK_EQ(mote_chan_free(gate), 0);
 }
 
 TEST_MAIN()
