@@ -146,6 +146,27 @@ TEST(aligned_alloc_honours_every_power_of_two)
             mote_free(p);
         }
     }
+    /* Size 0: a block of its own, which frees cleanly, beside the blocks
+     * allocated after it (before: the same address as the next large
+     * block, or a pointer into a neighbouring segment). */
+    for (size_t a = 32; a <= (8u << 20); a *= 2) {
+        void *small[64];
+        for (int i = 0; i < 64; i++)
+            CHECK((small[i] = mote_malloc(48)) != NULL);
+        void *z = mote_aligned_alloc(a, 0);
+        CHECK(z != NULL);
+        CHECK_EQ((uintptr_t)z % a, 0);
+        void *next = mote_malloc(300000), *next2 = mote_aligned_alloc(a, 0);
+        CHECK(next != NULL && next2 != NULL);
+        CHECK(next != z && next2 != z);
+        memset(next, 7, 300000);
+        mote_free(z);
+        mote_free(next2);
+        CHECK_EQ(((unsigned char *)next)[299999], 7);
+        mote_free(next);
+        for (int i = 0; i < 64; i++)
+            mote_free(small[i]);
+    }
     errno = 0;
     CHECK(mote_aligned_alloc(3, 10) == NULL);
     CHECK_EQ(errno, EINVAL);

@@ -158,6 +158,11 @@ HEAP_INLINE void *heap_alloc_cls(unsigned cls, size_t n, bool tail)
 static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero, bool tail)
 {
     heap_ensure_init();
+    /* A block of 0 bytes must still own its address: with nothing to
+     * hold, a 128 KiB-aligned one was put past the end of its run (the
+     * next block's address), a 4 MiB-aligned one in the next unit. */
+    if (n == 0)
+        n = 1;
     size_t extra = align > HEAP_SLICE_SIZE ? align - HEAP_SLICE_SIZE : 0;
     void *p;
     if (n <= HEAP_LARGE_MAX && n + extra <= HEAP_LARGE_MAX)
