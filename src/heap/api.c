@@ -342,11 +342,12 @@ HEAP_INLINE void heap_free_inline(void *p)
 
 /* ---- the rest of the API (inlined into every entry point) ---- */
 
-HEAP_INLINE size_t heap_usable_size(const void *p)
+/* what: the caller's name, for the message on an invalid pointer. */
+HEAP_INLINE size_t heap_usable_size(const void *p, const char *what)
 {
     if (!p)
         return 0;
-    heap_page *pg = heap_page_of(p, "malloc_usable_size");
+    heap_page *pg = heap_page_of(p, what);
     if (pg->kind == HEAP_PAGE_LARGE || pg->kind == HEAP_PAGE_HUGE)
         return pg->usable;
     return HEAP_UNLIKELY(pg->prof) ? mote__prof_usable(pg) : pg->bsize;
@@ -397,7 +398,7 @@ HEAP_INLINE void *heap_realloc(void *p, size_t n)
         heap_free_inline(p);
         return NULL;
     }
-    size_t us = heap_usable_size(p);
+    size_t us = heap_usable_size(p, "realloc");
     if (n <= us && n >= us / 2)
         return p;
     void *q = heap_malloc_inline(n, false);
@@ -450,7 +451,10 @@ MOTE_API void *mote_malloc(size_t size) { return heap_malloc_inline(size, true);
 MOTE_API void mote_free(void *p) { heap_free_inline(p); }
 MOTE_API void *mote_calloc(size_t n, size_t size) { return heap_calloc(n, size); }
 MOTE_API void *mote_realloc(void *p, size_t size) { return heap_realloc(p, size); }
-MOTE_API size_t mote_usable_size(const void *p) { return heap_usable_size(p); }
+MOTE_API size_t mote_usable_size(const void *p)
+{
+    return heap_usable_size(p, "mote_usable_size");
+}
 MOTE_API void *mote_aligned_alloc(size_t alignment, size_t size)
 {
     if (alignment == 0 || (alignment & (alignment - 1))) {
@@ -469,7 +473,10 @@ MOTE_API void *malloc(size_t size) { return heap_malloc_inline(size, true); }
 MOTE_API void free(void *p) { heap_free_inline(p); }
 MOTE_API void *calloc(size_t n, size_t size) { return heap_calloc(n, size); }
 MOTE_API void *realloc(void *p, size_t size) { return heap_realloc(p, size); }
-MOTE_API size_t malloc_usable_size(void *p) { return heap_usable_size(p); }
+MOTE_API size_t malloc_usable_size(void *p)
+{
+    return heap_usable_size(p, "malloc_usable_size");
+}
 MOTE_API void cfree(void *p) { heap_free_inline(p); }
 MOTE_API void free_sized(void *p, size_t size)
 {

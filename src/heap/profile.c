@@ -479,6 +479,13 @@ void mote__prof_write_at_exit(void)
         mote__os_write_err(msg);
         return;
     }
-    mote__prof_write(fd);
-    close(fd);
+    int r = mote__prof_write(fd);
+    if (close(fd) != 0 && r == 0)
+        r = -errno;
+    if (r < 0) { /* a full disk, say: the file is not a profile */
+        char msg[256];
+        snprintf(msg, sizeof msg, "mote: MOTE_HEAPPROFILE: writing %.160s failed: %s\n",
+                 name, strerror(-r));
+        mote__os_write_err(msg);
+    }
 }
