@@ -11,6 +11,8 @@
  * malloc clears it, so free finding it means a double free.
  */
 #include <errno.h>
+#include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -430,7 +432,7 @@ size_t mote__heap_committed_bytes(void) { return (size_t)mote__arena_committed()
 __attribute__((destructor)) static void heap_fini(void)
 {
     if (mote__heap_cfg.stats)
-        mote__stats_print_at_exit();
+        mote__stats_print(mote__heap_cfg.stats == 2);
     mote__prof_write_at_exit();
 }
 
@@ -553,6 +555,75 @@ MOTE_API int malloc_trim(size_t pad)
     (void)pad;
     mote__heap_release_all();
     return 1;
+}
+
+/* glibc's introspection, answered with mote's numbers (a program that
+ * accounts with them would otherwise read glibc's unused, empty arena).
+ * arena: bytes held from the OS; hblks/hblkhd: blocks with their own
+ * mapping; uordblks/fordblks: in use / free in what is held; keepcost:
+ * what malloc_trim would give back. */
+MOTE_API struct mallinfo2 mallinfo2(void)
+{
+    heap_ensure_init();
+    heap_summary s;
+    mote__stats_summary(&s);
+    struct mallinfo2 mi = {0};
+    mi.arena = s.mapped - s.released;
+    mi.hblks = s.huge_count;
+    mi.hblkhd = s.huge_inuse;
+    mi.uordblks = s.inuse;
+    mi.fordblks = s.free;
+    mi.keepcost = s.free;
+    return mi;
+}
+
+static int heap_int_field(size_t v) { return v > INT_MAX ? INT_MAX : (int)v; }
+
+/* The old form, with int fields: saturated at INT_MAX rather than wrapped. */
+MOTE_API struct mallinfo mallinfo(void)
+{
+    struct mallinfo2 m = mallinfo2();
+    struct mallinfo mi = {0};
+    mi.arena = heap_int_field(m.arena);
+    mi.hblks = heap_int_field(m.hblks);
+    mi.hblkhd = heap_int_field(m.hblkhd);
+    mi.uordblks = heap_int_field(m.uordblks);
+    mi.fordblks = heap_int_field(m.fordblks);
+    mi.keepcost = heap_int_field(m.keepcost);
+    return mi;
+}
+
+MOTE_API void malloc_stats(void)
+{
+    heap_ensure_init();
+    mote__stats_print(false);
+}
+
+/* glibc's tunables (M_MMAP_THRESHOLD, M_ARENA_MAX ...) have no meaning
+ * here: accepted, as glibc accepts them, and ignored. */
+MOTE_API int mallopt(int param, int value)
+{
+    (void)param;
+    (void)value;
+    return 1;
+}
+
+MOTE_API int malloc_info(int options, FILE *fp)
+{
+    if (options != 0 || !fp) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct mallinfo2 m = mallinfo2(); /* before stdio, which may allocate */
+    fprintf(fp,
+            "<malloc version=\"mote\">\n"
+            "<total type=\"held\" size=\"%zu\"/>\n"
+            "<total type=\"inuse\" size=\"%zu\"/>\n"
+            "<total type=\"free\" size=\"%zu\"/>\n"
+            "<total type=\"mmap\" count=\"%zu\" size=\"%zu\"/>\n"
+            "</malloc>\n",
+            m.arena, m.uordblks, m.fordblks, m.hblks, m.hblkhd);
+    return ferror(fp) ? -1 : 0;
 }
 
 /* glibc's internal entry points, called by some programs and libraries. */

@@ -424,7 +424,14 @@ void mote__scavenger_fork_child(void);
 void mote__heap_release_all(void);
 
 /* ---- stats.c: statistics and the sampling heap profiler ---- */
-void mote__stats_print_at_exit(void);
+/* Writes the statistics table (json: one JSON object) to stderr, with
+ * write(2) and no allocation (at exit, and for malloc_stats). */
+void mote__stats_print(bool json);
+/* The heap's totals from one snapshot, in bytes (for mallinfo). */
+typedef struct heap_summary {
+    uint64_t inuse, free, released, mapped, big_inuse, huge_inuse, huge_count;
+} heap_summary;
+void mote__stats_summary(heap_summary *out);
 extern int mote__prof_on; /* MOTE_HEAPPROFILE is set */
 void mote__prof_init(void);
 /* A new cache's first sampling interval (INT64_MAX when off). */

@@ -92,21 +92,37 @@ void mote__heap_metric_each(void (*fn)(const char *name, uint64_t value, void *c
         fn(stats_names[i], stats_value(&s, i), ctx);
 }
 
-/* stdio may allocate; the table is built with snprintf into a static
- * buffer and written with write(2). */
-static char stats_buf[16384];
-
-void mote__stats_print_at_exit(void)
+void mote__stats_summary(heap_summary *out)
 {
     stats_snap s;
     stats_take(&s);
+    *out = (heap_summary){.inuse = s.inuse,
+                          .free = s.free,
+                          .released = s.released,
+                          .mapped = s.mapped,
+                          .big_inuse = s.a.large_inuse + s.a.huge_inuse,
+                          .huge_inuse = s.a.huge_inuse,
+                          .huge_count = s.a.huge_count};
+}
+
+/* stdio may allocate; the table is built with snprintf into a static
+ * buffer (under stats_lock: malloc_stats may be called from any thread)
+ * and written with write(2). */
+static char stats_buf[16384];
+static heap_lock stats_lock = HEAP_LOCK_INIT;
+
+void mote__stats_print(bool json)
+{
+    stats_snap s;
+    stats_take(&s);
+    heap_lock_acquire(&stats_lock);
     size_t n = 0, cap = sizeof stats_buf;
 #define OUT(...)                                                        \
     do {                                                                \
         if (n < cap)                                                    \
             n += (size_t)snprintf(stats_buf + n, cap - n, __VA_ARGS__); \
     } while (0)
-    if (mote__heap_cfg.stats == 2) {
+    if (json) {
         OUT("{\"inuse\":%llu,\"free\":%llu,\"released\":%llu,\"mapped\":%llu,"
             "\"segments\":%llu,\"huge\":%llu,\"large_inuse\":%llu,\"huge_inuse\":%llu,"
             "\"decommits\":%llu,\"released_total\":%llu,\"thread_caches\":%llu,"
@@ -170,4 +186,5 @@ void mote__stats_print_at_exit(void)
         n = cap - 1;
     stats_buf[n] = 0;
     mote__os_write_err(stats_buf);
+    heap_lock_release(&stats_lock);
 }
