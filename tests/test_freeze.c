@@ -526,23 +526,49 @@ static void forever(void *arg)
     mote_sleep(3600 * 1000 * MS); /* discarded when main returns */
 }
 
+/* Parked with a wait record on its stack: the end of the run reads the
+ * record, which thaws the stack on the handler thread, while it goes on to
+ * destroy the task (a task was once freed under that thaw). */
+static mote_chan *end_ch;
+static int end_pipe[2];
+static void forever_on_a_channel(void *arg)
+{
+    (void)arg;
+    mote_chan_recv(end_ch, NULL);
+}
+static void forever_on_a_pipe(void *arg)
+{
+    (void)arg;
+    char c;
+    mote_read(end_pipe[0], &c, 1, -1);
+}
+
 static void ends_frozen_main(void *arg)
 {
     (void)arg;
     if (!freezing())
         return;
     for (int i = 0; i < 100; i++)
-        CHECK_EQ(mote_go(forever, NULL), 0);
+        CHECK_EQ(mote_go(i % 3 == 0   ? forever
+                         : i % 3 == 1 ? forever_on_a_channel
+                                      : forever_on_a_pipe,
+                         NULL),
+                 0);
     CHECK(wait_frozen(100));
 }
 
 TEST(runs_end_with_frozen_tasks_and_start_again)
 {
-    for (int run = 0; run < 3; run++) {
+    CHECK((end_ch = mote_chan_make(0, 0)) != NULL);
+    CHECK_EQ(pipe2(end_pipe, O_CLOEXEC), 0);
+    for (int run = 0; run < 6; run++) {
         CHECK_EQ(mote_run(ends_frozen_main, NULL), 0);
         CHECK_EQ(metric("/stacks/frozen:tasks"), 0);
         CHECK_EQ(metric("/stacks/frozen:bytes"), 0);
     }
+    CHECK_EQ(mote_chan_free(end_ch), 0);
+    mote_close(end_pipe[0]);
+    close(end_pipe[1]);
 }
 
 /* ---- 6b. a thawed stack grows through its absent pages in few round trips ---- */
