@@ -46,7 +46,8 @@ int mote_wait_fd(int fd, int events, int64_t timeout_ns)
     if (events == 0 || (events & ~(MOTE_READABLE | MOTE_WRITABLE)))
         return -EINVAL;
     pdesc *pd;
-    if ((r = mote__netpoll_get(fd, false, &pd)))
+    uint32_t seq;
+    if ((r = mote__netpoll_get(fd, false, &pd, &seq)))
         return r;
     if (pd->kind == PD_FILE)
         return events; /* regular files are always ready */
@@ -63,7 +64,7 @@ int mote_wait_fd(int fd, int events, int64_t timeout_ns)
         for (int d = 0; d < 2; d++)
             maybe |= (dirs & (1 << d)) && LOAD(&pd->ready[d], ACQUIRE);
         if (!maybe) {
-            if ((r = mote__netpoll_wait(fd, pd, dirs, deadline)))
+            if ((r = mote__netpoll_wait(fd, pd, seq, dirs, deadline)))
                 return r;
             /* Woken by an edge: trust it, as poll(2) is trusted (the rare
              * stale edge is a spurious wake-up, which callers of poll-like
@@ -101,7 +102,7 @@ int mote_wait_fd(int fd, int events, int64_t timeout_ns)
                 STORE(&pd->ready[PD_WRITE], 1, RELAXED);
             return got;
         }
-        if ((r = mote__netpoll_wait(fd, pd, dirs, deadline)))
+        if ((r = mote__netpoll_wait(fd, pd, seq, dirs, deadline)))
             return r;
     }
 }
@@ -134,7 +135,8 @@ ssize_t mote_read(int fd, void *buf, size_t n, int64_t timeout_ns)
     if (!buf && n)
         return -EFAULT;
     pdesc *pd;
-    if ((r = mote__netpoll_get(fd, false, &pd)))
+    uint32_t seq;
+    if ((r = mote__netpoll_get(fd, false, &pd, &seq)))
         return r;
     if (pd->kind == PD_FILE)
         return file_io_offload(fd, buf, n, false);
@@ -162,7 +164,7 @@ ssize_t mote_read(int fd, void *buf, size_t n, int64_t timeout_ns)
                 return -e;
             }
         }
-        if ((r = mote__netpoll_wait(fd, pd, PD_WANT_READ, deadline)))
+        if ((r = mote__netpoll_wait(fd, pd, seq, PD_WANT_READ, deadline)))
             return r;
     }
 }
@@ -198,7 +200,8 @@ ssize_t mote_write(int fd, const void *buf, size_t n, int64_t timeout_ns)
     if (!buf && n)
         return -EFAULT;
     pdesc *pd;
-    if ((r = mote__netpoll_get(fd, false, &pd)))
+    uint32_t seq;
+    if ((r = mote__netpoll_get(fd, false, &pd, &seq)))
         return r;
     if (pd->kind == PD_FILE) {
         size_t done = 0;
@@ -236,7 +239,7 @@ ssize_t mote_write(int fd, const void *buf, size_t n, int64_t timeout_ns)
                 return done ? (ssize_t)done : -e;
             }
         }
-        if ((r = mote__netpoll_wait(fd, pd, PD_WANT_WRITE, deadline)))
+        if ((r = mote__netpoll_wait(fd, pd, seq, PD_WANT_WRITE, deadline)))
             return done ? (ssize_t)done : r;
     } while (done < n);
     return (ssize_t)done;
@@ -250,7 +253,8 @@ int mote_accept(int lfd, struct sockaddr *addr, socklen_t *addrlen, int64_t time
     if (addr && !addrlen)
         return -EFAULT;
     pdesc *pd;
-    if ((r = mote__netpoll_get(lfd, false, &pd)))
+    uint32_t seq;
+    if ((r = mote__netpoll_get(lfd, false, &pd, &seq)))
         return r;
     int64_t deadline = mote__park_deadline(timeout_ns);
     for (;;) {
@@ -274,7 +278,7 @@ int mote_accept(int lfd, struct sockaddr *addr, socklen_t *addrlen, int64_t time
                 return -errno;
             }
         }
-        if ((r = mote__netpoll_wait(lfd, pd, PD_WANT_READ, deadline)))
+        if ((r = mote__netpoll_wait(lfd, pd, seq, PD_WANT_READ, deadline)))
             return r;
     }
 }
@@ -287,7 +291,8 @@ int mote_connect(int fd, const struct sockaddr *addr, socklen_t len, int64_t tim
     if (!addr)
         return -EFAULT;
     pdesc *pd;
-    if ((r = mote__netpoll_get(fd, false, &pd)))
+    uint32_t seq;
+    if ((r = mote__netpoll_get(fd, false, &pd, &seq)))
         return r;
     STORE(&pd->ready[PD_WRITE], 0, RELAXED);
     if (connect(fd, addr, len) == 0) {
@@ -298,7 +303,7 @@ int mote_connect(int fd, const struct sockaddr *addr, socklen_t len, int64_t tim
         return -errno;
     int64_t deadline = mote__park_deadline(timeout_ns);
     for (;;) {
-        r = mote__netpoll_wait(fd, pd, PD_WANT_WRITE, deadline);
+        r = mote__netpoll_wait(fd, pd, seq, PD_WANT_WRITE, deadline);
         if (r)
             return r;
         int err = 0;
@@ -323,6 +328,8 @@ int mote_close(int fd)
 {
     if (fd < 0)
         return -EBADF;
-    mote__netpoll_close(fd);
-    return close(fd) == 0 ? 0 : -errno;
+    uint32_t seq = mote__netpoll_close_begin(fd);
+    int r = close(fd) == 0 ? 0 : -errno;
+    mote__netpoll_close_end(fd, seq);
+    return r;
 }

@@ -129,7 +129,7 @@ static uint64_t pd_tag(int fd, uint32_t seq)
     return (uint64_t)seq << 32 | (uint32_t)fd;
 }
 
-int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out)
+int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out, uint32_t *seq)
 {
     if (fd < 0 || fd >= PD_MAX_FD)
         return -EBADF;
@@ -141,6 +141,9 @@ int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out)
         return -ENOMEM;
     *out = pd;
     uint32_t gen = LOAD(&np.gen, RELAXED);
+    /* seq before gen: a close in between leaves gen 0, and we register
+     * again (and fail on a closed descriptor) */
+    *seq = LOAD(&pd->seq, ACQUIRE);
     if (__builtin_expect(LOAD(&pd->gen, ACQUIRE) == gen, 1))
         return 0;
     spin_lock(&pd->lock);
@@ -169,6 +172,7 @@ int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out)
             FETCH_ADD(&np.nfds, 1, RELAXED);
         STORE(&pd->gen, gen, RELEASE);
     }
+    *seq = pd->seq;
     spin_unlock(&pd->lock);
     return 0;
 }
@@ -186,13 +190,20 @@ static void pd_discard(waiter *w)
         FETCH_SUB(&np.nwaiting, 1, RELAXED);
 }
 
-int mote__netpoll_wait(int fd, pdesc *pd, int dirs, int64_t deadline)
+int mote__netpoll_wait(int fd, pdesc *pd, uint32_t seq, int dirs, int64_t deadline)
 {
     task *self = mote__self();
     if (!self)
         return -EPERM;
     mote__assert(dirs && !(dirs & ~(PD_WANT_READ | PD_WANT_WRITE)));
     spin_lock(&pd->lock);
+    /* Closed since the call began (between its system call and here): the
+     * close woke only the waiters it found, and the number may be another
+     * descriptor's by now. */
+    if (pd->seq != seq) {
+        spin_unlock(&pd->lock);
+        return -ECANCELED;
+    }
     for (int d = 0; d < 2; d++)
         if ((dirs & (1 << d)) && LOAD(&pd->ready[d], ACQUIRE)) {
             spin_unlock(&pd->lock);
@@ -224,39 +235,53 @@ int mote__netpoll_wait(int fd, pdesc *pd, int dirs, int64_t deadline)
         spin_unlock(&pd->lock);
     }
     mote__waitq_end(self);
+    if (r == 0 && LOAD(&pd->seq, ACQUIRE) != seq)
+        r = -ECANCELED; /* an edge, then a close, before we ran */
     return r;
 }
 
-/* Forgets fd's registration, if any: its waiters wake with -ECANCELED and
- * its events are stale.  Whether it had one. */
-static bool pd_forget(int fd)
+/* Forgets fd's registration, if any and if its seq is still *seq (any
+ * when seq is NULL): its waiters wake with -ECANCELED and its events are
+ * stale. */
+static void pd_forget(int fd, const uint32_t *seq)
 {
     if (fd < 0 || fd >= PD_MAX_FD || LOAD(&np.state, ACQUIRE) != 1)
-        return false;
+        return;
     pdesc *pd = pd_lookup(fd);
     if (!pd || !LOAD(&pd->gen, ACQUIRE))
-        return false;
+        return;
     waiter *list = NULL;
     spin_lock(&pd->lock);
-    bool had = pd->gen != 0;
-    if (had && pd->kind != OS_FD_FILE)
-        FETCH_SUB(&np.nfds, 1, RELAXED);
-    STORE(&pd->seq, pd->seq + 1, RELEASE); /* its events are now stale */
-    STORE(&pd->gen, 0, RELEASE);
-    mote__waitq_claim_all(&pd->waiters[PD_READ], -ECANCELED, &list);
-    mote__waitq_claim_all(&pd->waiters[PD_WRITE], -ECANCELED, &list);
+    if (pd->gen && (!seq || pd->seq == *seq)) {
+        /* (a registration from before a fork was never counted in this
+         * process) */
+        if (pd->gen == LOAD(&np.gen, RELAXED) && pd->kind != OS_FD_FILE)
+            FETCH_SUB(&np.nfds, 1, RELAXED);
+        STORE(&pd->seq, pd->seq + 1, RELEASE); /* its events are now stale */
+        STORE(&pd->gen, 0, RELEASE);
+        mote__waitq_claim_all(&pd->waiters[PD_READ], -ECANCELED, &list);
+        mote__waitq_claim_all(&pd->waiters[PD_WRITE], -ECANCELED, &list);
+    }
     spin_unlock(&pd->lock);
     mote__waitq_wake(list);
-    return had;
 }
 
-void mote__netpoll_close(int fd)
+uint32_t mote__netpoll_close_begin(int fd)
 {
-    if (pd_forget(fd))
+    if (fd < 0 || fd >= PD_MAX_FD || LOAD(&np.state, ACQUIRE) != 1)
+        return 0;
+    pdesc *pd = pd_lookup(fd);
+    if (!pd)
+        return 0;
+    uint32_t seq = LOAD(&pd->seq, ACQUIRE);
+    if (LOAD(&pd->gen, ACQUIRE))
         mote__os_poll_del(np.epfd, fd); /* a dup elsewhere must not report */
+    return seq;
 }
 
-void mote__netpoll_fresh(int fd) { pd_forget(fd); }
+void mote__netpoll_close_end(int fd, uint32_t seq) { pd_forget(fd, &seq); }
+
+void mote__netpoll_fresh(int fd) { pd_forget(fd, NULL); }
 
 /* An edge on fd: mark it ready and claim its waiters.  *now: the batch's
  * harvest time, read by the first event that wakes someone. */

@@ -46,19 +46,27 @@ typedef struct pdesc {
 struct worker;
 
 /* The pdesc of fd, registered with the poller and made non-blocking on
- * first use (nonblock_known: the caller created it O_NONBLOCK).  0, or
- * -EBADF, -ENOMEM, or another -errno from registration. */
-int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out);
+ * first use (nonblock_known: the caller created it O_NONBLOCK), and its
+ * seq, which the call passes to every wait: a close since then cancels
+ * the wait.  0, or -EBADF, -ENOMEM, or another -errno from registration. */
+int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out, uint32_t *seq);
 
 /* Parks the current task until one of the directions in dirs
  * (PD_WANT_READ | PD_WANT_WRITE) of pd is ready or deadline passes
  * (mote__park_deadline clock; < 0 forever).  0 (ready: try again),
- * -ETIMEDOUT, -ECANCELED (mote_close), -EPERM outside a task. */
-int mote__netpoll_wait(int fd, pdesc *pd, int dirs, int64_t deadline);
+ * -ETIMEDOUT, -ECANCELED (mote_close, also one since seq was read: a task
+ * between its system call and this wait), -EPERM outside a task. */
+int mote__netpoll_wait(int fd, pdesc *pd, uint32_t seq, int dirs, int64_t deadline);
 
-/* mote_close's share: wakes every waiter of fd with -ECANCELED and forgets
- * the registration (the descriptor number may be reused). */
-void mote__netpoll_close(int fd);
+/* mote_close's share, around its close(2): begin drops the registration
+ * from epoll while the number is still this descriptor, and returns its
+ * seq; end, after the close, wakes every waiter with -ECANCELED and
+ * forgets the registration, unless a new descriptor under the number was
+ * already given it (mote__netpoll_fresh).  In this order, a task that
+ * calls in between cannot register the dying descriptor again: it gets
+ * -EBADF from its system call, or parks and is woken by end. */
+uint32_t mote__netpoll_close_begin(int fd);
+void mote__netpoll_close_end(int fd, uint32_t seq);
 
 /* fd was just made by mote (socket, accept): a registration its number
  * still has belongs to a descriptor closed with close(2) behind mote's

@@ -163,6 +163,65 @@ TEST_TASK(close_wakes_every_waiter_with_ecanceled)
     CHECK_EQ(mote_close(a), 0);
 }
 
+/* mote_close from a plain thread while a task reads in a loop: the task
+ * may be anywhere between its system call and its park.  It must come back
+ * with -ECANCELED or -EBADF, never stay parked on the forgotten
+ * registration (where a new descriptor's edges would later wake it: a
+ * hostile review saw 6 hangs in 3,000 rounds, and the stale reader take a
+ * later socket's byte). */
+static int race_rfd, race_wfd;
+static atomic_long race_result;
+
+static void race_reader(void *arg)
+{
+    (void)arg;
+    char c;
+    ssize_t n;
+    while ((n = mote_read(race_rfd, &c, 1, -1)) > 0)
+        ;
+    atomic_store(&race_result, n);
+}
+
+static void *race_closer(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    for (int i = rand_r(&seed) % 20; i > 0; i--) {
+        CHECK_EQ(write(race_wfd, "r", 1), 1);
+        for (volatile int k = rand_r(&seed) % 2000; k > 0; k--)
+            ;
+    }
+    CHECK_EQ(mote_close(race_rfd), 0);
+    return NULL;
+}
+
+TEST_TASK(close_from_a_plain_thread_races_no_reader_into_a_stale_wait)
+{
+    for (int round = 0; round < 1000; round++) {
+        int sv[2];
+        CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv),
+                 0);
+        race_rfd = sv[0];
+        race_wfd = sv[1];
+        atomic_store(&race_result, 1);
+        CHECK_EQ(mote_go(race_reader, NULL), 0);
+        if (round % 2)
+            mote_sleep(50 * 1000);
+        pthread_t th;
+        CHECK_EQ(pthread_create(&th, NULL, race_closer, (void *)(uintptr_t)(round + 1)),
+                 0);
+        CHECK_EQ(pthread_join(th, NULL), 0);
+        int64_t t0 = mote_now();
+        while (atomic_load(&race_result) == 1 && mote_now() - t0 < 5000 * MS)
+            mote_sleep(MS);
+        long r = atomic_load(&race_result);
+        if (r != -ECANCELED && r != -EBADF)
+            fprintf(stderr, "round %d: the reader returned %ld (1: still parked)\n",
+                    round, r);
+        CHECK(r == -ECANCELED || r == -EBADF);
+        CHECK_EQ(close(race_wfd), 0);
+    }
+}
+
 TEST_TASK(a_reused_descriptor_number_wakes_no_stale_waiter)
 {
     int a, b;
