@@ -276,11 +276,13 @@ enum { MOTE_READABLE = 1, MOTE_WRITABLE = 2 };
  * nothing. */
 MOTE_API int mote_wait_fd(int fd, int events, int64_t timeout_ns);
 /* Reads up to n bytes: the count (> 0), 0 at end of file, or -errno
- * (-ECONNRESET, -EFAULT for buf NULL with n > 0, ...). */
+ * (-ECONNRESET, -EFAULT for buf NULL with n > 0, ...).  n == 0 never
+ * waits: 0, or an error the descriptor has. */
 MOTE_API ssize_t mote_read(int fd, void *buf, size_t n, int64_t timeout_ns);
 /* Writes all n bytes unless an error or the timeout stops it: n, or the
  * count written before that if any, else -errno.  A write to a closed peer
- * is -EPIPE and never raises SIGPIPE (sockets and pipes alike). */
+ * is -EPIPE and never raises SIGPIPE (sockets and pipes alike).  n == 0
+ * never waits, except to send an empty datagram. */
 MOTE_API ssize_t mote_write(int fd, const void *buf, size_t n, int64_t timeout_ns);
 /* Accepts a connection on listening socket lfd: the new descriptor
  * (O_NONBLOCK|O_CLOEXEC), or -errno (-EMFILE when out of descriptors: the

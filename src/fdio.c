@@ -140,6 +140,10 @@ ssize_t mote_read(int fd, void *buf, size_t n, int64_t timeout_ns)
         return r;
     if (pd->kind == PD_FILE)
         return file_io_offload(fd, buf, n, false);
+    if (n == 0) { /* as read(2): nothing to wait for (a datagram is dropped) */
+        ssize_t k = fdio_is_socket(pd) ? recv(fd, buf, 0, 0) : read(fd, buf, 0);
+        return k >= 0 || errno == EAGAIN ? 0 : -errno;
+    }
     int64_t deadline = mote__park_deadline(timeout_ns);
     for (;;) {
         if (XCHG(&pd->ready[PD_READ], 0, ACQUIRE)) {
@@ -147,10 +151,11 @@ ssize_t mote_read(int fd, void *buf, size_t n, int64_t timeout_ns)
             if (k >= 0) {
                 /* A short read of a TCP stream took all there was: the
                  * next read waits for an edge without trying.  Otherwise
-                 * more may be there, or, after a hang-up, an EOF or error
-                 * the edge that brought the data also reported. */
+                 * more may be there, or (`stops`) an EOF, an error or
+                 * the data behind an urgent mark that the edge which
+                 * brought this data also reported. */
                 if ((size_t)k == n || pd->kind != PD_STREAM || k == 0 ||
-                    LOAD(&pd->hangup, RELAXED))
+                    LOAD(&pd->stops, RELAXED))
                     STORE(&pd->ready[PD_READ], 1, RELAXED);
                 return k;
             }
@@ -212,6 +217,10 @@ ssize_t mote_write(int fd, const void *buf, size_t n, int64_t timeout_ns)
             done += (size_t)k;
         }
         return (ssize_t)n;
+    }
+    if (n == 0 && pd->kind != PD_SOCKET) { /* an empty datagram waits for room */
+        ssize_t k = fdio_write_once(pd, fd, buf, 0);
+        return k >= 0 || errno == EAGAIN ? 0 : -errno;
     }
     int64_t deadline = mote__park_deadline(timeout_ns);
     const char *p = buf;
@@ -299,8 +308,12 @@ int mote_connect(int fd, const struct sockaddr *addr, socklen_t len, int64_t tim
         STORE(&pd->ready[PD_WRITE], 1, RELAXED);
         return 0;
     }
-    if (errno != EINPROGRESS && errno != EINTR)
-        return -errno;
+    if (errno != EINPROGRESS && errno != EINTR) {
+        /* no connection under way, so no edge will come: as it was */
+        int e = errno;
+        STORE(&pd->ready[PD_WRITE], 1, RELAXED);
+        return -e;
+    }
     int64_t deadline = mote__park_deadline(timeout_ns);
     for (;;) {
         r = mote__netpoll_wait(fd, pd, seq, PD_WANT_WRITE, deadline);

@@ -165,7 +165,7 @@ int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out, uint32_t *seq)
             return r;
         }
         pd->kind = (uint8_t)kind;
-        STORE(&pd->hangup, 0, RELAXED);
+        STORE(&pd->stops, 0, RELAXED);
         STORE(&pd->ready[PD_READ], 1, RELAXED);
         STORE(&pd->ready[PD_WRITE], 1, RELAXED);
         if (kind != OS_FD_FILE)
@@ -295,8 +295,8 @@ static void netpoll_event(const os_poll_event *ev, int64_t *now)
     waiter *list = NULL;
     spin_lock(&pd->lock);
     if (pd->seq == seq) {
-        if (ev->hangup)
-            STORE(&pd->hangup, 1, RELAXED); /* published by ready's release */
+        if (ev->stops_reads)
+            STORE(&pd->stops, 1, RELAXED); /* published by ready's release */
         if (ev->readable) {
             STORE(&pd->ready[PD_READ], 1, RELEASE);
             mote__waitq_claim_all(&pd->waiters[PD_READ], 0, &list);

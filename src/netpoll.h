@@ -16,10 +16,10 @@
  * so an edge between the system call and the park is never lost.  After a
  * short read of a TCP stream (all there was) ready stays 0 and the next read
  * parks without trying; otherwise ready is set back to 1, so the next call
- * tries the system call first.  Not after a hang-up: a read stops short at
- * the peer's FIN or an error, which one edge may have reported together
- * with the data, and no edge follows (`hangup` is set before `ready`, so
- * a task that took `ready` sees it).
+ * tries the system call first.  Not once an edge reported something a
+ * read stops short at (the peer's FIN, an error, the mark of urgent data):
+ * one edge may report it together with the data, and no edge follows
+ * (`stops` is set before `ready`, so a task that took `ready` sees it).
  */
 #ifndef MOTE_NETPOLL_H
 #define MOTE_NETPOLL_H
@@ -39,7 +39,7 @@ typedef struct pdesc {
     uint32_t gen;          /* netpoll generation registered in; 0 never */
     uint8_t kind;          /* enum pd_kind, valid once registered */
     uint8_t ready[2];      /* atomic, per direction */
-    uint8_t hangup;        /* atomic: an edge reported the peer's FIN or an error */
+    uint8_t stops;         /* atomic: an edge reported os_poll_event.stops_reads */
     mote_waitq waiters[2]; /* per direction */
 } pdesc;
 

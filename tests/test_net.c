@@ -301,6 +301,54 @@ TEST_TASK(eof_that_arrived_with_the_data_is_not_lost)
  * kernel for its next socket must not inherit the old registration, which
  * epoll dropped with the old file, or that socket's waiters would never
  * wake. */
+/* Urgent data: a read stops at its mark with the rest queued behind, and
+ * no edge to come for it. */
+TEST_TASK(a_read_stopped_at_an_urgent_mark_is_not_the_end)
+{
+    int a, b;
+    tcp_pair(&a, &b);
+    char buf[16];
+    CHECK_EQ(mote_read(b, buf, sizeof buf, 0), -ETIMEDOUT); /* not ready */
+    CHECK_EQ(send(a, "abc", 3, 0), 3);
+    CHECK_EQ(send(a, "X", 1, MSG_OOB), 1);
+    CHECK_EQ(send(a, "def", 3, 0), 3);
+    mote_sleep(20 * MS); /* the edges are harvested */
+    size_t got = 0;
+    while (got < 6) { /* "abc" stops at the mark; then "def" (X is out of band) */
+        ssize_t k = mote_read(b, buf + got, sizeof buf - got, 2000 * MS);
+        CHECK(k > 0);
+        got += (size_t)k;
+    }
+    CHECK(!memcmp(buf, "abcdef", 6));
+    CHECK_EQ(mote_wait_fd(b, MOTE_READABLE, 0), -ETIMEDOUT);
+    CHECK_EQ(mote_close(a), 0);
+    CHECK_EQ(mote_close(b), 0);
+}
+
+/* A connect that fails at once started nothing, so no edge will come: the
+ * descriptor stays writable for mote. */
+TEST_TASK(a_connect_that_fails_at_once_leaves_the_socket_writable)
+{
+    int a, b;
+    tcp_pair(&a, &b);
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    CHECK_EQ(getpeername(b, (struct sockaddr *)&sa, &sl), 0);
+    CHECK_EQ(mote_connect(b, (struct sockaddr *)&sa, sl, 1000 * MS), -EISCONN);
+    CHECK_EQ(mote_write(b, "ok", 2, 1000 * MS), 2);
+    CHECK_EQ(mote_wait_fd(b, MOTE_WRITABLE, 1000 * MS), MOTE_WRITABLE);
+    char buf[4];
+    CHECK_EQ(mote_read(a, buf, sizeof buf, 1000 * MS), 2);
+    /* zero-length calls never wait, whatever the state */
+    CHECK_EQ(mote_read(a, buf, 0, -1), 0);
+    static char big[1 << 20];
+    while (mote_write(b, big, sizeof big, 50 * MS) == (ssize_t)sizeof big)
+        ; /* a's buffers full */
+    CHECK_EQ(mote_write(b, big, 0, -1), 0);
+    CHECK_EQ(mote_close(a), 0);
+    CHECK_EQ(mote_close(b), 0);
+}
+
 TEST_TASK(a_number_closed_behind_motes_back_works_when_mote_reuses_it)
 {
     int a, b;

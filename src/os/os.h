@@ -146,11 +146,13 @@ int mote__os_poll_add(int epfd, int fd, uint64_t data);
 int mote__os_poll_add_level(int epfd, int fd, uint64_t data);
 int mote__os_poll_del(int epfd, int fd);
 
-/* One ready descriptor: its tag and what happened.  hangup: the peer
- * closed or shut down its side, or an error is pending; it stays so. */
+/* One ready descriptor: its tag and what happened.  stops_reads: there is
+ * something a read of a stream stops short at, with more queued behind
+ * it or none to come: the peer closed or shut down its side, an error is
+ * pending, or urgent (out-of-band) data arrived. */
 typedef struct os_poll_event {
     uint64_t data;
-    uint32_t readable : 1, writable : 1, error : 1, hangup : 1;
+    uint32_t readable : 1, writable : 1, error : 1, stops_reads : 1;
 } os_poll_event;
 /* Waits up to timeout_ns (< 0 forever, 0 not at all) for events; returns
  * how many were stored (0 on timeout or a signal) or -errno. */

@@ -43,7 +43,8 @@ static int os_poll_ctl_add(int epfd, int fd, uint32_t events, uint64_t data)
 
 int mote__os_poll_add(int epfd, int fd, uint64_t data)
 {
-    return os_poll_ctl_add(epfd, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, data);
+    return os_poll_ctl_add(epfd, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET,
+                           data);
 }
 
 int mote__os_poll_add_level(int epfd, int fd, uint64_t data)
@@ -88,7 +89,7 @@ int mote__os_poll_wait(int epfd, os_poll_event *ev, int max, int64_t timeout_ns)
         ev[i].readable = !!(e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI));
         ev[i].writable = !!(e & (EPOLLOUT | EPOLLHUP | EPOLLERR));
         ev[i].error = !!(e & EPOLLERR);
-        ev[i].hangup = !!(e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR));
+        ev[i].stops_reads = !!(e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI));
     }
     return n;
 }
