@@ -318,6 +318,10 @@ int mote_select(mote_case *cases, size_t n, int64_t timeout_ns)
         mote_chan *c = cases[i].chan;
         mote__chan_publish(c, cases[i].op == MOTE_SEND ? &c->sendq : &c->recvq, w);
     }
+    /* With one record, a peer's claim drops our hold on its channel before
+     * we wake, and the channel may be freed by then (closed and freed, its
+     * block reused): what we need of it is read now. */
+    size_t sole_esize = live == 1 ? cases[lockorder[0]].chan->elem_size : 0;
     select_unlock(cases, lockorder, live);
 
     int r = mote__park_until(deadline);
@@ -333,7 +337,7 @@ int mote_select(mote_case *cases, size_t n, int64_t timeout_ns)
         for (uint32_t k = 0; k < live; k++)
             if (rec[k].idx == (uint32_t)r)
                 result = rec[k].result;
-        esize = cases[r].chan->elem_size;
+        esize = live == 1 ? sole_esize : cases[r].chan->elem_size;
     }
     if (live > 1 || r < 0) {
         select_lock(cases, lockorder, live);

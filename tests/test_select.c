@@ -178,6 +178,46 @@ TEST_TASK(close_wakes_blocked_select_with_eclosed)
     CHECK_EQ(mote_chan_free(b), 0);
 }
 
+/* A select with one live case, woken by a close, after which the closer
+ * frees the channel (nobody is blocked on it any more) and its memory is
+ * reused: the select must not read the channel again (it read the element
+ * size from the reused block and cleared that many bytes).  One worker: the
+ * closer reuses the freed block from the same thread's cache. */
+static mote_chan *sole_ch;
+static void *sole_scribble[16 * 16];
+
+static void sole_closer(void *arg)
+{
+    (void)arg;
+    CHECK_EQ(mote_chan_close(sole_ch), 0);
+    CHECK_EQ(mote_chan_free(sole_ch), 0);
+    for (int i = 0; i < 16; i++)
+        for (int k = 0; k < 16; k++) {
+            size_t n = 16 * (size_t)(k + 1);
+            CHECK((sole_scribble[i * 16 + k] = mote_malloc(n)) != NULL);
+            memset(sole_scribble[i * 16 + k], 0x7f, n);
+        }
+}
+
+static void sole_select_main(void *arg)
+{
+    (void)arg;
+    CHECK((sole_ch = mote_chan_make(sizeof(int64_t), 0)) != NULL);
+    CHECK_EQ(mote_go(sole_closer, NULL), 0);
+    int64_t v = 12345;
+    mote_case cs[] = {{sole_ch, MOTE_RECV, &v, 0}, {NULL, MOTE_RECV, NULL, 0}};
+    CHECK_EQ(mote_select(cs, 2, -1), 0);
+    CHECK_EQ(cs[0].result, MOTE_ECLOSED);
+    CHECK_EQ(v, 0);
+    for (int i = 0; i < 16 * 16; i++)
+        mote_free(sole_scribble[i]);
+}
+
+TEST(a_sole_case_woken_by_close_does_not_touch_the_freed_channel)
+{
+    CHECK_EQ(test_run_env("MOTE_WORKERS", "1", sole_select_main, NULL), 0);
+}
+
 TEST_TASK(send_case_on_closed_channel_fires_eclosed)
 {
     mote_chan *a = mote_chan_make(sizeof(int), 0);
