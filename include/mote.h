@@ -302,9 +302,11 @@ MOTE_API int mote_connect(int fd, const struct sockaddr *addr, socklen_t len,
  * names are resolved on the blocking pool when called from a task. */
 MOTE_API int mote_listen_tcp(const char *addr, int backlog);
 /* Connects to addr ("host:port", "[v6]:port"), trying each address the
- * name resolves to (resolution runs on the blocking pool) until one
- * answers, within timeout_ns in all: the descriptor (TCP_NODELAY set), or
- * -EINVAL, -ENOENT, -ECONNREFUSED, -ETIMEDOUT and other -errno. */
+ * name resolves to until one answers, within timeout_ns in all: the
+ * descriptor (TCP_NODELAY set), or -EINVAL, -ENOENT, -ECONNREFUSED,
+ * -ETIMEDOUT and other -errno.  A name is resolved on the blocking pool,
+ * and that lookup is not cut short by the timeout (the call then fails
+ * with -ETIMEDOUT once it returns); an address needs no lookup. */
 MOTE_API int mote_dial_tcp(const char *addr, int64_t timeout_ns);
 /* Wakes every task waiting on fd with -ECANCELED, forgets fd, then closes
  * it: 0 or -errno of close(2) (-EBADF). */

@@ -7,6 +7,7 @@
  * TCP_NODELAY (which accepted connections inherit), dialed connections
  * TCP_NODELAY, as Go does.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -63,6 +64,7 @@ static int net_parse(const char *s, net_addr *a)
 typedef struct net_resolve {
     const net_addr *a;
     int passive;
+    bool numeric; /* an address or none: no lookup, nothing that blocks */
     struct addrinfo *res;
 } net_resolve;
 
@@ -70,7 +72,8 @@ static intptr_t net_resolve_run(void *arg)
 {
     net_resolve *r = arg;
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
-                             .ai_flags = (r->passive ? AI_PASSIVE : 0) | AI_NUMERICSERV};
+                             .ai_flags = (r->passive ? AI_PASSIVE : 0) | AI_NUMERICSERV |
+                                         (r->numeric ? AI_NUMERICHOST : 0)};
     int e = getaddrinfo(r->a->host[0] ? r->a->host : NULL, r->a->port, &hints, &r->res);
     switch (e) {
     case 0: return 0;
@@ -86,11 +89,17 @@ static intptr_t net_resolve_run(void *arg)
     }
 }
 
-/* Resolves a on the blocking pool inside a task, directly elsewhere. */
+/* Resolves a: a name on the blocking pool inside a task, an address (or
+ * none: every address) at once, so that "127.0.0.1:80" never waits behind
+ * the pool's other calls. */
 static int net_resolve_addr(const net_addr *a, int passive, struct addrinfo **res)
 {
-    net_resolve r = {a, passive, NULL};
-    intptr_t e = mote__self() ? mote_offload(net_resolve_run, &r) : net_resolve_run(&r);
+    unsigned char buf[sizeof(struct in6_addr)];
+    bool numeric = !a->host[0] || inet_pton(AF_INET, a->host, buf) == 1 ||
+                   inet_pton(AF_INET6, a->host, buf) == 1;
+    net_resolve r = {a, passive, numeric && a->host[0], NULL};
+    intptr_t e = mote__self() && !numeric ? mote_offload(net_resolve_run, &r)
+                                          : net_resolve_run(&r);
     *res = r.res;
     return (int)e;
 }

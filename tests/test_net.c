@@ -543,6 +543,49 @@ TEST_TASK(names_resolve_off_the_workers)
     mote_close(lfd);
 }
 
+/* An address needs no lookup: dialing one does not wait behind the
+ * blocking pool's other calls (it waited for a 3 s call, past its own
+ * 100 ms timeout). */
+static intptr_t busy_pool_call(void *arg)
+{
+    (void)arg;
+    usleep(1500 * 1000);
+    return 0;
+}
+
+static void busy_pool_holder(void *arg)
+{
+    (void)arg;
+    CHECK_EQ(mote_offload(busy_pool_call, NULL), 0);
+}
+
+static void dial_beside_a_busy_pool(void *arg)
+{
+    (void)arg;
+    char addr[64];
+    int lfd = listen_any(addr, sizeof addr);
+    CHECK_EQ(mote_go(busy_pool_holder, NULL), 0);
+    while (metric("/blocking/threads:threads") < 1)
+        mote_sleep(MS);
+    mote_sleep(10 * MS); /* the call runs on the pool's one thread */
+    int64_t t0 = mote_now();
+    int fd = mote_dial_tcp(addr, 500 * MS);
+    CHECK(fd >= 0);
+    CHECK(mote_now() - t0 < 500 * MS);
+    int lfd2 = mote_listen_tcp("127.0.0.1:0", 4); /* no lookup either */
+    CHECK(lfd2 >= 0);
+    CHECK(mote_now() - t0 < 500 * MS);
+    CHECK_EQ(mote_close(lfd2), 0);
+    CHECK_EQ(mote_close(fd), 0);
+    CHECK_EQ(mote_close(lfd), 0);
+}
+
+TEST(dialing_an_address_does_not_wait_for_the_blocking_pool)
+{
+    CHECK_EQ(test_run_env("MOTE_BLOCKING_THREADS", "1", dial_beside_a_busy_pool, NULL),
+             0);
+}
+
 TEST(misuse_is_an_error)
 {
     char buf[4];
