@@ -139,8 +139,32 @@ static void offload_discard(waiter *w)
 
 static uint32_t offload_cap = 64; /* MOTE_BLOCKING_THREADS, set per run */
 
+/* fork: the child has none of the pool's threads, whose counts it
+ * inherited (an idle one would have been counted on, and every call then
+ * waited for good); the requests in flight are the parent's.  The lock is
+ * held across the fork, so the counts are not caught mid-change. */
+static void offload_fork_prepare(void) { pthread_mutex_lock(&pool.lock); }
+static void offload_fork_parent(void) { pthread_mutex_unlock(&pool.lock); }
+static void offload_fork_child(void)
+{
+    pthread_mutex_init(&pool.lock, NULL);
+    pthread_cond_init(&pool.work, NULL);
+    pool.head = pool.tail = NULL;
+    STORE(&pool.nthreads, 0, RELAXED);
+    pool.nidle = 0;
+    STORE(&pool.queued, 0, RELAXED);
+    STORE(&pool.pending, 0, RELAXED);
+}
+
+static void offload_atfork(void)
+{
+    pthread_atfork(offload_fork_prepare, offload_fork_parent, offload_fork_child);
+}
+
 void mote__offload_configure(uint32_t max_threads)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, offload_atfork);
     pthread_mutex_lock(&pool.lock);
     offload_cap = max_threads;
     pthread_mutex_unlock(&pool.lock);

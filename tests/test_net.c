@@ -586,6 +586,41 @@ TEST(dialing_an_address_does_not_wait_for_the_blocking_pool)
              0);
 }
 
+/* A fork child's run uses the blocking pool, which the parent used just
+ * before (its pool thread still idle, so counted): the child has no such
+ * thread and must start its own (it waited for good). */
+static intptr_t pool_answer(void *arg)
+{
+    (void)arg;
+    return 42;
+}
+
+static void use_the_pool(void *arg)
+{
+    intptr_t *r = arg;
+    *r = mote_offload(pool_answer, NULL);
+}
+
+TEST(a_fork_child_has_a_blocking_pool_of_its_own)
+{
+    intptr_t r = 0;
+    CHECK_EQ(mote_run(use_the_pool, &r), 0);
+    CHECK_EQ(r, 42);
+    CHECK(metric("/blocking/threads:threads") >= 1); /* idle, not gone */
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        alarm(20); /* a hang kills the child */
+        intptr_t cr = 0;
+        int rr = mote_run(use_the_pool, &cr);
+        _exit(rr == 0 && cr == 42 ? 0 : 1);
+    }
+    int st = 0;
+    CHECK_EQ(waitpid(pid, &st, 0), pid);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 TEST(misuse_is_an_error)
 {
     char buf[4];
