@@ -325,8 +325,10 @@ MOTE_API intptr_t mote_offload(intptr_t (*fn)(void *arg), void *arg);
  * waiting on a channel, on fd N for reading, sleeping, in mote_offload...)
  * and for how long, and its backtrace.  Each worker answers at its next
  * scheduling point; one busy for 200 ms is reported as such with the task it
- * runs.  0; -EBADF.  Any thread; with MOTE_SIGQUIT=dump, SIGQUIT writes it
- * to stderr. */
+ * runs.  0; -EBADF (fd not open), or the first -errno of writing (the rest
+ * is still tried; a non-blocking fd is waited for).  One dump at a time:
+ * a second caller waits.  Any thread; with MOTE_SIGQUIT=dump, SIGQUIT
+ * writes it to stderr. */
 MOTE_API int mote_tasks_dump(int fd);
 
 /* Writes, as one JSON object, how deep the tasks of each entry function

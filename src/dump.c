@@ -11,6 +11,7 @@
  * caller's own worker answers at once: the caller is its running task.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,7 +107,15 @@ void mote__dump_answer(worker *w)
 }
 
 /* A worker that did not answer: name the task it is running. */
-static void dump_busy(int fd, worker *w)
+/* Writes all of buf to fd, keeping the first error in *err. */
+static void dump_write(int fd, const char *buf, size_t len, int *err)
+{
+    int r = mote__os_write_all(fd, buf, len);
+    if (r < 0 && !*err)
+        *err = r;
+}
+
+static void dump_busy(int fd, worker *w, int *err)
 {
     char line[384];
     task *t = LOAD(&w->running, SEQ_CST);
@@ -124,31 +133,40 @@ static void dump_busy(int fd, worker *w)
                      (unsigned long long)t->id, nm,
                      st == 'R' ? "running" : "in a blocking system call");
             STORE(&w->hazard, NULL, SEQ_CST);
-            mote__os_write_all(fd, line, strlen(line));
+            dump_write(fd, line, strlen(line), err);
             return;
         }
         STORE(&w->hazard, NULL, SEQ_CST);
     }
     snprintf(line, sizeof line, "worker %d: did not answer in time\n", w->index);
-    mote__os_write_all(fd, line, strlen(line));
+    dump_write(fd, line, strlen(line), err);
 }
 
 int mote_tasks_dump(int fd)
 {
-    if (fd < 0)
+    if (fd < 0 || fcntl(fd, F_GETFD) < 0)
         return -EBADF;
+    int err = 0;
     pthread_rwlock_rdlock(&rt.ext_lock);
     worker *ws = LOAD(&rt.w, ACQUIRE);
     if (!ws || LOAD(&rt.shutdown, ACQUIRE)) {
         pthread_rwlock_unlock(&rt.ext_lock);
         static const char none[] = "mote: no run in progress: no tasks\n";
-        mote__os_write_all(fd, none, sizeof none - 1);
-        return 0;
+        dump_write(fd, none, sizeof none - 1, &err);
+        return err;
     }
-    spin_lock(&rt.dump_lock);
+    worker *self = mote__worker_self;
+    /* One dump at a time.  A holder sleeps while it waits for answers, so
+     * another task of its worker must not spin here (it would keep the
+     * holder from ever running again): it sleeps too. */
+    while (!spin_trylock(&rt.dump_lock)) {
+        if (self && mote__self())
+            mote_sleep(1000000);
+        else
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
     FETCH_ADD(&rt.dump_epoch, 1, RELEASE);
     uint32_t epoch = LOAD(&rt.dump_epoch, RELAXED);
-    worker *self = mote__worker_self;
     if (self)
         mote__dump_answer(self);
     for (int i = 0; i < rt.nworkers; i++)
@@ -167,19 +185,19 @@ int mote_tasks_dump(int fd)
     }
     char head[128];
     snprintf(head, sizeof head, "mote: task dump: %d workers\n", rt.nworkers);
-    mote__os_write_all(fd, head, strlen(head));
+    dump_write(fd, head, strlen(head), &err);
     for (int i = 0; i < rt.nworkers; i++) {
         worker *w = &ws[i];
         if (LOAD(&w->dump_seen, ACQUIRE) != epoch) {
-            dump_busy(fd, w);
+            dump_busy(fd, w, &err);
             continue;
         }
         if (w->dump_text) {
-            mote__os_write_all(fd, w->dump_text, w->dump_len);
+            dump_write(fd, w->dump_text, w->dump_len, &err);
             mote__dump_forget(w);
         }
     }
     spin_unlock(&rt.dump_lock);
     pthread_rwlock_unlock(&rt.ext_lock);
-    return 0;
+    return err;
 }

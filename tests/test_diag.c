@@ -166,6 +166,56 @@ TEST(dump_outside_a_run_says_so)
     CHECK_EQ(mote_tasks_dump(-1), -EBADF);
 }
 
+/* Two dumps at once from tasks of one worker, while the other worker is
+ * busy (so the first dump sleeps while it waits): the second waits its
+ * turn instead of spinning the worker out from under the first (it hung
+ * for good).  And the first write error is returned. */
+static atomic_int dumps_done;
+
+static void two_dumps_hog(void *arg)
+{
+    (void)arg;
+    int64_t t0 = mote_now();
+    while (mote_now() - t0 < 300 * MS)
+        ;
+}
+
+static void one_dump(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    CHECK_EQ(mote_tasks_dump(fd), 0);
+    atomic_fetch_add(&dumps_done, 1);
+}
+
+static void two_dumps_main(void *arg)
+{
+    (void)arg;
+    int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    CHECK(fd >= 0);
+    CHECK_EQ(mote_go(two_dumps_hog, NULL), 0);
+    mote_sleep(20 * MS); /* the hog has a worker to itself */
+    CHECK_EQ(mote_go(one_dump, (void *)(intptr_t)fd), 0);
+    CHECK_EQ(mote_go(one_dump, (void *)(intptr_t)fd), 0);
+    int64_t t0 = mote_now();
+    while (atomic_load(&dumps_done) < 2 && mote_now() - t0 < 5000 * MS)
+        mote_sleep(MS);
+    CHECK_EQ(atomic_load(&dumps_done), 2);
+    close(fd);
+    int full = open("/dev/full", O_WRONLY | O_CLOEXEC);
+    CHECK(full >= 0);
+    CHECK_EQ(mote_tasks_dump(full), -ENOSPC);
+    close(full);
+    CHECK_EQ(mote_tasks_dump(full), -EBADF);    /* closed */
+    CHECK_EQ(mote_tasks_dump(1 << 20), -EBADF); /* never opened */
+}
+
+TEST(dumps_at_once_take_turns_and_errors_are_returned)
+{
+    alarm(60); /* a hang would otherwise take ctest's whole timeout */
+    CHECK_EQ(test_run_env("MOTE_WORKERS", "2", two_dumps_main, NULL), 0);
+    alarm(0);
+}
+
 /* ---- stalls -------------------------------------------------------------- */
 
 static atomic_int late_ran;

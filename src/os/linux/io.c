@@ -5,6 +5,7 @@
 #include "os/os.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -14,6 +15,12 @@ int mote__os_write_all(int fd, const char *buf, size_t len)
         ssize_t w = write(fd, buf, len);
         if (w < 0 && errno == EINTR)
             continue;
+        if (w < 0 && errno == EAGAIN) { /* a non-blocking descriptor: wait */
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            if (poll(&p, 1, -1) >= 0 || errno == EINTR)
+                continue;
+            return -errno;
+        }
         if (w < 0)
             return -errno;
         if (w == 0)
