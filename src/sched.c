@@ -39,6 +39,7 @@
 #define SCHED_SPIN_PAUSES     8
 #define SCHED_ID_BLOCK        1024
 #define SCHED_STARVED_BACKOFF 1000000 /* ns between retries to map a stack */
+#define SCHED_FRESH_ROUND     64      /* new tasks a round starts, at least */
 /* A busy worker looks at the netpoller at least this often (checked every
  * 16th pick): a ready socket waits for at most this plus one task's run
  * when every worker is busy; an idle worker blocks in epoll instead. */
@@ -289,7 +290,13 @@ task *mote__sched_pick(worker *w)
         sched_run_timers(w);
     mote__assert(w->round_left <= w->rq_n);   /* the round counts queued tasks only */
     if (!w->round_left && !w->fresh_budget) { /* a new round */
-        w->fresh_budget = LOAD(&w->fresh_n, RELAXED);
+        /* New tasks first, but no more of them than the round has ready
+         * ones (at least SCHED_FRESH_ROUND): a thread spawning in a loop
+         * otherwise put its whole backlog ahead of every woken task (a
+         * 1 ms sleep took 0.26-1.4 s). */
+        uint32_t f = LOAD(&w->fresh_n, RELAXED);
+        uint32_t cap = w->rq_n > SCHED_FRESH_ROUND ? w->rq_n : SCHED_FRESH_ROUND;
+        w->fresh_budget = f < cap ? f : cap;
         w->round_left = w->rq_n;
     }
     if (w->rq_head && !w->fresh_budget) {
