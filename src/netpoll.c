@@ -148,6 +148,12 @@ int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out, uint32_t *seq)
         return 0;
     spin_lock(&pd->lock);
     if (pd->gen != gen) {
+        /* mote's own descriptors are not the program's (a number the
+         * program closed may be one of them now) */
+        if (fd == np.epfd || fd == np.efd) {
+            spin_unlock(&pd->lock);
+            return -EBADF;
+        }
         int kind = mote__os_fd_kind(fd);
         if (kind < 0) {
             spin_unlock(&pd->lock);

@@ -653,6 +653,28 @@ static void misuse_in_task(void *arg)
     CHECK_EQ(mote_dial_tcp("localhost", 0), -EINVAL);
     CHECK_EQ(mote_dial_tcp(":80", 0), -EINVAL);
     CHECK_EQ(mote_offload(NULL, NULL), -EINVAL);
+    /* mote's own epoll instance (a number the program closed may be it
+     * now): not the program's to wait on */
+    int pp[2];
+    CHECK_EQ(pipe2(pp, O_CLOEXEC), 0);
+    CHECK_EQ(mote_read(pp[0], buf, 0, 0), 0); /* the poller exists now */
+    CHECK_EQ(mote_close(pp[0]), 0);
+    close(pp[1]);
+    int found = 0;
+    for (int fd = 0; fd < 1024; fd++) {
+        char path[64], link[64];
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(path, link, sizeof link - 1);
+        if (n <= 0)
+            continue;
+        link[n] = 0;
+        if (strcmp(link, "anon_inode:[eventpoll]"))
+            continue;
+        found++;
+        CHECK_EQ(mote_read(fd, buf, 1, 0), -EBADF);
+        CHECK_EQ(mote_wait_fd(fd, MOTE_READABLE, 0), -EBADF);
+    }
+    CHECK(found >= 1);
 }
 
 TEST(misuse_inside_a_task_is_an_error) { CHECK_EQ(mote_run(misuse_in_task, NULL), 0); }
