@@ -279,8 +279,14 @@ uint32_t mote__netpoll_close_begin(int fd)
     pdesc *pd = pd_lookup(fd);
     if (!pd)
         return 0;
-    uint32_t seq = LOAD(&pd->seq, ACQUIRE);
-    if (LOAD(&pd->gen, ACQUIRE))
+    /* Under the lock: a waiter parked after its last system call on fd
+     * (publishing under this lock), and our close(2) comes after that
+     * (TSan sees the order too). */
+    spin_lock(&pd->lock);
+    uint32_t seq = pd->seq;
+    bool registered = pd->gen != 0;
+    spin_unlock(&pd->lock);
+    if (registered)
         mote__os_poll_del(np.epfd, fd); /* a dup elsewhere must not report */
     return seq;
 }
