@@ -598,6 +598,11 @@ static void tcache_thread_exit(void *arg)
     bool kept = tcache_trim(h, true);
     if (h->shadow)
         kept |= tcache_trim(h->shadow, true);
+    /* Decided before h goes to the pool: from then on another thread may
+     * adopt it and give it a shadow (TSan saw that write race this read,
+     * with a thaw thread that adopted a worker's cache). */
+    bool kick = kept || LOAD(&h->inbox, SEQ_CST) ||
+                (h->shadow && LOAD(&h->shadow->inbox, SEQ_CST));
     mote__heap_tls = &mote__heap_tcache_empty;
     heap_lock_acquire(&pool_lock);
     h->died_ms = mote__os_coarse_ms();
@@ -605,8 +610,7 @@ static void tcache_thread_exit(void *arg)
     h->pool_next = pool;
     pool = h;
     heap_lock_release(&pool_lock);
-    if (kept || LOAD(&h->inbox, SEQ_CST) ||
-        (h->shadow && LOAD(&h->shadow->inbox, SEQ_CST)))
+    if (kick)
         mote__scavenger_kick();
 }
 
