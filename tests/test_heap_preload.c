@@ -17,8 +17,10 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +49,15 @@ static void *thread_alloc(void *arg)
 }
 
 static volatile size_t big = SIZE_MAX; /* opaque to the compiler's checks */
+static atomic_int stats_stop;
+
+static void *stats_printer(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&stats_stop))
+        malloc_stats();
+    return NULL;
+}
 static volatile size_t odd_align24 = 24, odd_align48 = 48;
 
 static int inner(void)
@@ -165,6 +176,34 @@ static int inner(void)
     CHECK_EQ(errno, EINVAL);
     free(ten);
     CHECK_EQ(mallinfo2().hblkhd, m0.hblkhd);
+
+    /* fork while another thread prints malloc_stats: the child's own
+     * malloc_stats must not find the printer's lock held (it hung in 3
+     * forks of 31) */
+    fflush(stderr);
+    int saved_err = dup(2), devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    CHECK(saved_err >= 0 && devnull >= 0);
+    CHECK(dup2(devnull, 2) == 2);
+    pthread_t printer;
+    atomic_store(&stats_stop, 0);
+    CHECK(pthread_create(&printer, NULL, stats_printer, NULL) == 0);
+    for (int i = 0; i < 40; i++) {
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            alarm(10);
+            malloc_stats();
+            _exit(0);
+        }
+        int st = 0;
+        CHECK(waitpid(pid, &st, 0) == pid);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    atomic_store(&stats_stop, 1);
+    pthread_join(printer, NULL);
+    CHECK(dup2(saved_err, 2) == 2);
+    close(saved_err);
+    close(devnull);
     printf("inner ok\n");
     return 0;
 }

@@ -379,6 +379,14 @@ static void bucket_read(uint32_t b, uint64_t v[4])
     v[1] = ab > fb ? ab - fb : 0;
 }
 
+/* One writer at a time (its buffer is static); held across fork by the
+ * heap's atfork handlers, so a child never inherits it held. */
+static heap_lock prof_write_lock = HEAP_LOCK_INIT;
+
+void mote__prof_fork_prepare(void) { heap_lock_acquire(&prof_write_lock); }
+void mote__prof_fork_parent(void) { heap_lock_release(&prof_write_lock); }
+void mote__prof_fork_child(void) { STORE(&prof_write_lock.v, 0, RELEASE); }
+
 int mote__prof_write(int fd)
 {
     if (!LOAD(&mote__prof_on, ACQUIRE))
@@ -386,7 +394,6 @@ int mote__prof_write(int fd)
     if (fd < 0)
         return -EBADF;
     static prof_out o; /* under prof_write_lock: no stack of 4 KiB */
-    static heap_lock prof_write_lock = HEAP_LOCK_INIT;
     heap_lock_acquire(&prof_write_lock);
     o.fd = fd;
     o.err = 0;

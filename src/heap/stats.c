@@ -111,6 +111,12 @@ void mote__stats_summary(heap_summary *out)
 static char stats_buf[16384];
 static heap_lock stats_lock = HEAP_LOCK_INIT;
 
+/* Held across fork (the heap's atfork handlers): a child of a thread that
+ * was printing must not inherit the lock held (its malloc_stats hung). */
+void mote__stats_fork_prepare(void) { heap_lock_acquire(&stats_lock); }
+void mote__stats_fork_parent(void) { heap_lock_release(&stats_lock); }
+void mote__stats_fork_child(void) { STORE(&stats_lock.v, 0, RELEASE); }
+
 void mote__stats_print(bool json)
 {
     stats_snap s;
