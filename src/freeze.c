@@ -163,8 +163,16 @@ void mote__freeze_thaw(task *t, enum freeze_cause cause)
                 return;
             break;
         }
-        while (LOAD(&t->fz, ACQUIRE) & FZ_STATE)
+        /* Until the freezer or the other thaw is done.  Not until ACTIVE:
+         * a freeze that gave way may be followed by another, and a FROZEN
+         * task is ours to thaw (waiting for ACTIVE there spun for good,
+         * holding a channel's lock). */
+        for (;;) {
+            uint8_t s = LOAD(&t->fz, ACQUIRE) & FZ_STATE;
+            if (s != FZ_FREEZING && s != FZ_THAWING)
+                break;
             sched_yield();
+        }
     }
 }
 

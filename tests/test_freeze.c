@@ -731,4 +731,81 @@ TEST(off_when_configured_off_and_the_metric_says_why)
     CHECK_EQ(mote_run(off_main, NULL), -EINVAL);
 }
 
+/* ---- 9. a plain thread wakes tasks whose freezes come and go ---- */
+
+/* Plain-thread trysends to tasks that park past a 1 ms threshold between
+ * sends: a thaw that found a freeze giving way waited for the task to be
+ * active, but another freeze could take it first, and the thaw then spun
+ * for good on a frozen task, holding the channel's lock (a hostile review:
+ * 7 runs in 8). */
+enum { RE_N = 1024, RE_ROUNDS = 20 };
+static mote_chan *re_ch[RE_N];
+static mote_wg re_wg = MOTE_WG_INIT;
+static atomic_int re_bad;
+
+static void re_receiver(void *arg)
+{
+    int k = (int)(intptr_t)arg;
+    for (int i = 0; i < RE_ROUNDS; i++) {
+        int64_t v[16];
+        if (mote_chan_recv(re_ch[k], v) != 0 || v[0] != i)
+            atomic_fetch_add(&re_bad, 1);
+    }
+    mote_wg_done(&re_wg);
+}
+
+static void *re_sender(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    for (int i = 0; i < RE_ROUNDS; i++) {
+        usleep(2000 + (useconds_t)(rand_r(&seed) % 2000)); /* receivers park past 1 ms */
+        for (int k = 0; k < RE_N; k++) {
+            int64_t v[16] = {i};
+            while (mote_chan_trysend(re_ch[k], v) == -EAGAIN)
+                usleep(50);
+        }
+    }
+    return NULL;
+}
+
+static atomic_int re_done;
+
+/* Keeps the deadlock detector quiet until the plain thread first wakes a
+ * task (mote.h: only then does it know that one will). */
+static void re_ticker(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&re_done))
+        mote_sleep(MS);
+}
+
+static void refreeze_main(void *arg)
+{
+    (void)arg;
+    atomic_store(&re_done, 0);
+    CHECK_EQ(mote_go(re_ticker, NULL), 0);
+    for (int rep = 0; rep < 4; rep++) {
+        for (int k = 0; k < RE_N; k++)
+            CHECK((re_ch[k] = mote_chan_make(16 * sizeof(int64_t), 0)) != NULL);
+        CHECK_EQ(mote_wg_add(&re_wg, RE_N), 0);
+        for (int k = 0; k < RE_N; k++)
+            CHECK_EQ(mote_go(re_receiver, (void *)(intptr_t)k), 0);
+        pthread_t t;
+        CHECK_EQ(pthread_create(&t, NULL, re_sender, (void *)(uintptr_t)(rep + 1)), 0);
+        CHECK_EQ(mote_wg_wait(&re_wg), 0);
+        CHECK_EQ(pthread_join(t, NULL), 0);
+        for (int k = 0; k < RE_N; k++)
+            CHECK_EQ(mote_chan_free(re_ch[k]), 0);
+    }
+    atomic_store(&re_done, 1);
+    CHECK_EQ(atomic_load(&re_bad), 0);
+}
+
+TEST(a_thaw_from_a_plain_thread_outlasts_freezes_that_come_and_go)
+{
+    alarm(120); /* the hang spun for good */
+    CHECK_EQ(test_run_env("MOTE_STACK_FREEZE", "1ms", refreeze_main, NULL), 0);
+    alarm(0);
+}
+
 TEST_MAIN()
