@@ -26,7 +26,7 @@
  * MSG_NOSIGNAL instead of a SIGPIPE. */
 static inline bool fdio_is_socket(const pdesc *pd)
 {
-    return pd->kind == PD_STREAM || pd->kind == PD_SOCKET;
+    return pd->kind == PD_STREAM || pd->kind == PD_USTREAM || pd->kind == PD_SOCKET;
 }
 
 static int fdio_check(int fd)

@@ -300,7 +300,7 @@ static bool fz_same_run(const fz_cand *a, const fz_cand *b)
 
 size_t mote__freeze_batch(task *const *cand, size_t n, fz_scratch *scratch)
 {
-    if (fz.threshold < 0 || n == 0)
+    if (LOAD(&fz.threshold, RELAXED) < 0 || n == 0)
         return 0;
     if (n > FZ_BATCH)
         n = FZ_BATCH;
@@ -356,7 +356,9 @@ size_t mote__freeze_batch(task *const *cand, size_t n, fz_scratch *scratch)
         }
         mote__assert(len % 8 == 0);
         img->len = (uint32_t)len;
-        img->after_ms = (uint32_t)(mote__freeze_after(c[i].t, fz.threshold) / 1000000);
+        img->after_ms =
+            (uint32_t)(mote__freeze_after(c[i].t, LOAD(&fz.threshold, RELAXED)) /
+                       1000000);
         img->frozen_at = mote__os_coarse_ns();
         fz_copy_out(img->bytes, sp, len);
         c[i].img = img;
@@ -559,24 +561,24 @@ static void fz_fork_child(void)
         close(fz.stop_fd);
     fz.ufd = fz.stop_fd = -1;
     fz.handler_on = false;
-    fz.threshold = -1;
+    STORE(&fz.threshold, -1, RELAXED);
 }
 
 void mote__freeze_start(int64_t threshold_ns, bool explicit, bool mprotect_guards)
 {
-    fz.threshold = -1;
-    fz.off_reason = FREEZE_ON;
+    STORE(&fz.threshold, -1, RELAXED);
+    STORE(&fz.off_reason, FREEZE_ON, RELAXED);
     if (threshold_ns < 0) {
-        fz.off_reason = FREEZE_OFF_CONFIG;
+        STORE(&fz.off_reason, FREEZE_OFF_CONFIG, RELAXED);
         return;
     }
     if (mprotect_guards) {
-        fz.off_reason = FREEZE_OFF_GUARDS;
+        STORE(&fz.off_reason, FREEZE_OFF_GUARDS, RELAXED);
         return;
     }
 #if defined(MOTE_HAVE_VALGRIND_H)
     if (RUNNING_ON_VALGRIND) {
-        fz.off_reason = FREEZE_OFF_VALGRIND;
+        STORE(&fz.off_reason, FREEZE_OFF_VALGRIND, RELAXED);
         return;
     }
 #endif
@@ -588,8 +590,9 @@ void mote__freeze_start(int64_t threshold_ns, bool explicit, bool mprotect_guard
         }
         int mode, fd = mote__os_uffd_open(explicit, &mode);
         if (fd < 0) {
-            fz.off_reason =
-                fd == -EPERM || fd == -EACCES ? FREEZE_OFF_DENIED : FREEZE_OFF_KERNEL;
+            STORE(&fz.off_reason,
+                  fd == -EPERM || fd == -EACCES ? FREEZE_OFF_DENIED : FREEZE_OFF_KERNEL,
+                  RELAXED);
             if (explicit)
                 fprintf(stderr,
                         "mote: MOTE_STACK_FREEZE is set but stacks cannot be frozen here "
@@ -603,7 +606,7 @@ void mote__freeze_start(int64_t threshold_ns, bool explicit, bool mprotect_guard
                     "system call given a pointer into a frozen stack fails with "
                     "EFAULT (see README)\n");
         fz.ufd = fd;
-        fz.mode = mode;
+        STORE(&fz.mode, mode, RELAXED);
     }
     if (fz.stop_fd < 0)
         fz.stop_fd = mote__os_event_create();
@@ -614,11 +617,11 @@ void mote__freeze_start(int64_t threshold_ns, bool explicit, bool mprotect_guard
     int r = fz.stop_fd < 0 ? -1 : pthread_create(&fz.handler, NULL, fz_handler, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (r != 0) {
-        fz.off_reason = FREEZE_OFF_KERNEL;
+        STORE(&fz.off_reason, FREEZE_OFF_KERNEL, RELAXED);
         return;
     }
     fz.handler_on = true;
-    fz.threshold = threshold_ns;
+    STORE(&fz.threshold, threshold_ns, RELAXED);
 }
 
 void mote__freeze_stop(void)
@@ -629,10 +632,10 @@ void mote__freeze_stop(void)
         mote__os_event_drain(fz.stop_fd);
         fz.handler_on = false;
     }
-    fz.threshold = -1;
+    STORE(&fz.threshold, -1, RELAXED);
 }
 
-int64_t mote__freeze_threshold(void) { return fz.threshold; }
+int64_t mote__freeze_threshold(void) { return LOAD(&fz.threshold, RELAXED); }
 
 bool mote__freeze_forget(task *t)
 {
@@ -694,8 +697,9 @@ bool mote__freeze_peek(const task *ct, uintptr_t addr, void *buf, size_t len)
 
 void mote__freeze_stats(freeze_stats *s)
 {
-    s->mode = fz.threshold >= 0 ? (uint64_t)fz.mode : 0;
-    s->off_reason = (uint64_t)fz.off_reason;
+    /* (a metric reader on any thread: a run may be starting) */
+    s->mode = LOAD(&fz.threshold, RELAXED) >= 0 ? (uint64_t)LOAD(&fz.mode, RELAXED) : 0;
+    s->off_reason = (uint64_t)LOAD(&fz.off_reason, RELAXED);
     s->frozen = LOAD(&fz.frozen, RELAXED); /* published: not FREEZING */
     s->bytes = LOAD(&fz.bytes, RELAXED);
     s->freezes = LOAD(&fz.freezes, RELAXED);

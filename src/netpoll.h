@@ -29,7 +29,8 @@
 
 #include "mote.h"
 
-enum pd_kind { PD_STREAM = 1, PD_SOCKET, PD_PIPE, PD_FILE, PD_OTHER }; /* as os_fd_kind */
+/* as os_fd_kind */
+enum pd_kind { PD_STREAM = 1, PD_USTREAM, PD_SOCKET, PD_PIPE, PD_FILE, PD_OTHER };
 enum { PD_READ = 0, PD_WRITE = 1 };
 enum { PD_WANT_READ = 1 << PD_READ, PD_WANT_WRITE = 1 << PD_WRITE };
 

@@ -56,7 +56,8 @@ typedef struct stack_class {
 } stack_class;
 
 static stack_class stack_classes[STACK_NCLASS];
-static bool stack_guard_madvise; /* set by mote__stack_configure, per run */
+static bool stack_guard_madvise; /* atomic: set by mote__stack_configure, per run;
+                                     metrics read it from any thread */
 static stack_chunk stack_chunks[STACK_MAX_CHUNKS];
 static uint32_t stack_nchunks; /* published with release */
 static int stack_chunk_lock;
@@ -65,10 +66,11 @@ static int stack_chunk_lock;
 
 void mote__stack_configure(bool force_mprotect)
 {
-    stack_guard_madvise = !force_mprotect && mote__os_guard_madvise_works();
+    STORE(&stack_guard_madvise, !force_mprotect && mote__os_guard_madvise_works(),
+          RELAXED);
 }
 
-bool mote__stack_guard_is_madvise(void) { return stack_guard_madvise; }
+bool mote__stack_guard_is_madvise(void) { return LOAD(&stack_guard_madvise, RELAXED); }
 
 int mote__stack_class_of(size_t size)
 {
@@ -191,7 +193,7 @@ static bool stack_take_cold(int cls, uintptr_t *top)
     /* After a renewal the slot may have lost its guard; installing one
      * again over an existing guard is harmless. */
     if (guard && mote__os_guard((void *)(*top - stack_slot_bytes(cls)), STACK_GUARD,
-                                stack_guard_madvise)) {
+                                LOAD(&stack_guard_madvise, RELAXED))) {
         stack_make_cold(cls, top, 1);
         return false;
     }
@@ -232,7 +234,8 @@ static int stack_fresh(int cls, stack_cache *cache, uintptr_t *top)
     spin_lock(&k->lock);
     stack_chunk_out(k, base + slot);
     spin_unlock(&k->lock);
-    int r = mote__os_guard((void *)base, STACK_GUARD, stack_guard_madvise);
+    int r =
+        mote__os_guard((void *)base, STACK_GUARD, LOAD(&stack_guard_madvise, RELAXED));
     if (r)
         return r; /* the slot stays unused: an address-space leak only */
     *top = base + stack_slot_bytes(cls);

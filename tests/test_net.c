@@ -407,6 +407,22 @@ TEST_TASK(a_unix_stream_read_cut_short_by_passed_descriptors_is_not_the_end)
     CHECK_EQ(close(s[0]), 0);
 }
 
+/* A zero-length write to a full Unix stream socket (a byte stream, as
+ * TCP is) returns at once; only an empty datagram waits for room. */
+TEST_TASK(a_zero_length_write_to_a_full_unix_stream_does_not_wait)
+{
+    int s[2];
+    CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s), 0);
+    static char big[1 << 16];
+    while (mote_write(s[0], big, sizeof big, 50 * MS) == (ssize_t)sizeof big)
+        ; /* full */
+    int64_t t0 = mote_now();
+    CHECK_EQ(mote_write(s[0], big, 0, 2000 * MS), 0); /* before: -ETIMEDOUT */
+    CHECK(mote_now() - t0 < 1000 * MS);
+    CHECK_EQ(mote_close(s[0]), 0);
+    CHECK_EQ(close(s[1]), 0);
+}
+
 TEST_TASK(writing_to_a_closed_peer_is_epipe_not_sigpipe)
 {
     CHECK(signal(SIGPIPE, SIG_DFL) != SIG_ERR); /* SIGPIPE would kill us */

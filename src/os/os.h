@@ -194,10 +194,18 @@ int mote__os_uffd_read(int fd, os_uffd_fault *f, int max);
 /* ---- descriptors (fd.c) ---- */
 
 /* OS_FD_STREAM: a TCP socket, whose read returns all that is queued up to
- * the buffer's size (or stops at the peer's FIN or an error); OS_FD_SOCKET:
- * any other socket (datagrams; a Unix stream stops at a message that
- * carried descriptors or, with SO_PASSCRED, at another writer's bytes). */
-enum os_fd_kind { OS_FD_STREAM = 1, OS_FD_SOCKET, OS_FD_PIPE, OS_FD_FILE, OS_FD_OTHER };
+ * the buffer's size (or stops at the peer's FIN or an error);
+ * OS_FD_USTREAM: another byte-stream socket (a Unix stream stops at a
+ * message that carried descriptors or, with SO_PASSCRED, at another
+ * writer's bytes); OS_FD_SOCKET: a message socket (datagrams, seqpacket). */
+enum os_fd_kind {
+    OS_FD_STREAM = 1,
+    OS_FD_USTREAM,
+    OS_FD_SOCKET,
+    OS_FD_PIPE,
+    OS_FD_FILE,
+    OS_FD_OTHER
+};
 /* What fd is: a TCP or another socket, a pipe/FIFO, a regular file
  * (or block device or directory), or something else (tty, eventfd ...).
  * -errno (e.g. -EBADF) when it is not an open descriptor. */

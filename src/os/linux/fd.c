@@ -21,11 +21,11 @@ int mote__os_fd_kind(int fd)
             return OS_FD_OTHER;
         len = sizeof domain;
         if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0)
-            return OS_FD_SOCKET;
+            return type == SOCK_STREAM ? OS_FD_USTREAM : OS_FD_SOCKET;
         /* a short read drains only a TCP stream (see os.h) */
-        return type == SOCK_STREAM && (domain == AF_INET || domain == AF_INET6)
-                   ? OS_FD_STREAM
-                   : OS_FD_SOCKET;
+        if (type != SOCK_STREAM)
+            return OS_FD_SOCKET;
+        return domain == AF_INET || domain == AF_INET6 ? OS_FD_STREAM : OS_FD_USTREAM;
     }
     if (S_ISFIFO(st.st_mode))
         return OS_FD_PIPE;
