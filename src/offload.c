@@ -147,7 +147,7 @@ static void offload_fork_prepare(void) { pthread_mutex_lock(&pool.lock); }
 static void offload_fork_parent(void) { pthread_mutex_unlock(&pool.lock); }
 static void offload_fork_child(void)
 {
-    pthread_mutex_init(&pool.lock, NULL);
+    pthread_mutex_unlock(&pool.lock); /* this thread took it in prepare */
     pthread_cond_init(&pool.work, NULL);
     pool.head = pool.tail = NULL;
     STORE(&pool.nthreads, 0, RELAXED);

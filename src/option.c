@@ -127,8 +127,9 @@ const mote__option mote__options[OPT_COUNT] = {
                      .choices = "off,dump",
                      .def = 0,
                      .def_doc = "off",
-                     .doc = "`dump`: SIGQUIT writes every task (`mote_tasks_dump`) to "
-                            "stderr and the program goes on",
+                     .doc = "`dump`: during a run, SIGQUIT writes every task "
+                            "(`mote_tasks_dump`) to stderr and the program goes on "
+                            "(between runs SIGQUIT does what it did before)",
                      .expect = "off or dump"},
     [OPT_MALLOC_STATS] =
         {.name = "MOTE_MALLOC_STATS",
@@ -242,11 +243,8 @@ int mote__parse_duration(const char *s, uint64_t *out_ns)
     static const struct {
         const char *unit;
         uint64_t ns;
-    } units[] = {{"ns", 1},
-                 {"us", 1000},
-                 {"ms", 1000000},
-                 {"s", 1000000000},
-                 {"m", 60000000000ull}};
+    } units[] = {{"ns", 1},         {"us", 1000},          {"ms", 1000000},
+                 {"s", 1000000000}, {"m", 60000000000ull}, {"h", 3600000000000ull}};
     uint64_t v;
     int r = parse_digits(&s, &v);
     if (r)

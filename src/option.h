@@ -38,7 +38,7 @@ enum mote__opt_kind {
     OPT_KIND_COUNT,    /* a whole number, decimal digits only */
     OPT_KIND_SIZE,     /* bytes, with an optional K/M/G/T suffix */
     OPT_KIND_MS,       /* milliseconds, digits only */
-    OPT_KIND_DURATION, /* a number with a unit: ns, us, ms, s, m */
+    OPT_KIND_DURATION, /* a number with a unit: ns, us, ms, s, m, h */
     OPT_KIND_CHOICE,   /* one word of a list: the value is its index */
     OPT_KIND_PATH,     /* a file name, any non-empty string: the value is 1
                           when set (read the string with getenv) */

@@ -130,9 +130,10 @@ TEST(duration_needs_one_of_its_units)
     ok(mote__parse_duration, "10ms", 10000000);
     ok(mote__parse_duration, "10s", 10000000000ull);
     ok(mote__parse_duration, "10m", 600000000000ull);
+    ok(mote__parse_duration, "1h", 3600000000000ull); /* MOTE_STACK_FREEZE's ceiling */
     ok(mote__parse_duration, "007ms", 7000000);
     common_garbage(mote__parse_duration);
-    const char *g[] = {"10",  "10h",  "10MS", "10 ms", "10ms ", "ms",  "10mss",
+    const char *g[] = {"10",  "10H",  "10MS", "10 ms", "10ms ", "ms",  "10mss",
                        "10S", "10µs", "1.5s", "10nsx", "s",     "10sm"};
     for (size_t i = 0; i < sizeof g / sizeof *g; i++)
         bad(mote__parse_duration, g[i], -EINVAL);
