@@ -106,7 +106,6 @@ void mote__dump_answer(worker *w)
     STORE(&w->dump_seen, epoch, RELEASE);
 }
 
-/* A worker that did not answer: name the task it is running. */
 /* Writes all of buf to fd, keeping the first error in *err. */
 static void dump_write(int fd, const char *buf, size_t len, int *err)
 {
@@ -115,6 +114,7 @@ static void dump_write(int fd, const char *buf, size_t len, int *err)
         *err = r;
 }
 
+/* A worker that did not answer: name the task it is running. */
 static void dump_busy(int fd, worker *w, int *err)
 {
     char line[384];

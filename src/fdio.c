@@ -29,6 +29,11 @@ static inline bool fdio_is_socket(const pdesc *pd)
     return pd->kind == PD_STREAM || pd->kind == PD_USTREAM || pd->kind == PD_SOCKET;
 }
 
+static ssize_t fdio_read_once(const pdesc *pd, int fd, void *buf, size_t n)
+{
+    return fdio_is_socket(pd) ? recv(fd, buf, n, 0) : read(fd, buf, n);
+}
+
 static int fdio_check(int fd)
 {
     if (!mote__self())
@@ -141,13 +146,13 @@ ssize_t mote_read(int fd, void *buf, size_t n, int64_t timeout_ns)
     if (pd->kind == PD_FILE)
         return file_io_offload(fd, buf, n, false);
     if (n == 0) { /* as read(2): nothing to wait for (a datagram is dropped) */
-        ssize_t k = fdio_is_socket(pd) ? recv(fd, buf, 0, 0) : read(fd, buf, 0);
+        ssize_t k = fdio_read_once(pd, fd, buf, 0);
         return k >= 0 || errno == EAGAIN ? 0 : -errno;
     }
     int64_t deadline = mote__park_deadline(timeout_ns);
     for (;;) {
         if (XCHG(&pd->ready[PD_READ], 0, ACQUIRE)) {
-            ssize_t k = fdio_is_socket(pd) ? recv(fd, buf, n, 0) : read(fd, buf, n);
+            ssize_t k = fdio_read_once(pd, fd, buf, n);
             if (k >= 0) {
                 /* A short read of a TCP stream took all there was: the
                  * next read waits for an edge without trying.  Otherwise

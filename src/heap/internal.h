@@ -429,7 +429,7 @@ void mote__heap_release_all(void);
 void mote__stats_print(bool json);
 /* The heap's totals from one snapshot, in bytes (for mallinfo). */
 typedef struct heap_summary {
-    uint64_t inuse, free, released, mapped, big_inuse, huge_inuse, huge_count;
+    uint64_t inuse, free, released, mapped, huge_inuse, huge_count;
 } heap_summary;
 void mote__stats_summary(heap_summary *out);
 /* fork: the statistics printer's and the profile writer's locks, taken

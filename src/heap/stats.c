@@ -100,7 +100,6 @@ void mote__stats_summary(heap_summary *out)
                           .free = s.free,
                           .released = s.released,
                           .mapped = s.mapped,
-                          .big_inuse = s.a.large_inuse + s.a.huge_inuse,
                           .huge_inuse = s.a.huge_inuse,
                           .huge_count = s.a.huge_count};
 }

@@ -19,12 +19,12 @@ int mote__os_fd_kind(int fd)
         socklen_t len = sizeof type;
         if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0)
             return OS_FD_OTHER;
-        len = sizeof domain;
-        if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0)
-            return type == SOCK_STREAM ? OS_FD_USTREAM : OS_FD_SOCKET;
-        /* a short read drains only a TCP stream (see os.h) */
         if (type != SOCK_STREAM)
             return OS_FD_SOCKET;
+        /* a short read drains only a TCP stream (see os.h) */
+        len = sizeof domain;
+        if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0)
+            return OS_FD_USTREAM;
         return domain == AF_INET || domain == AF_INET6 ? OS_FD_STREAM : OS_FD_USTREAM;
     }
     if (S_ISFIFO(st.st_mode))
