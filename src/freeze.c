@@ -41,6 +41,7 @@
 #endif
 
 uint64_t mote__freeze_nfrozen;
+uint64_t mote__freeze_orphans;
 
 static struct {
     int ufd;           /* -1: none yet */
@@ -149,6 +150,12 @@ void mote__freeze_thaw(task *t, enum freeze_cause cause)
             uint8_t outcome = fz_outcome(img);
             mote_free(img);
             t->trim_link = (list_node){NULL, NULL};
+            /* Thawed by someone else, it may stay parked, and is on no
+             * list that would freeze it again: its worker sweeps for it. */
+            if (cause != FREEZE_RESUME) {
+                outcome |= FZ_ORPHAN;
+                FETCH_ADD(&mote__freeze_orphans, 1, RELAXED);
+            }
             STORE(&t->fz, FZ_ACTIVE | outcome, RELEASE);
             FETCH_SUB(&mote__freeze_nfrozen, 1, RELAXED);
             FETCH_ADD(&fz.thaw_ns, (uint64_t)(mote__os_now_ns() - t0), RELAXED);
@@ -183,16 +190,35 @@ void mote__freeze_thaw(task *t, enum freeze_cause cause)
  * threshold doubles each time that happens, up to 128x, and halves after a
  * freeze that lasted 16 times it.  The thaw, on whatever thread, marks the
  * outcome in t->fz; the owner applies it here, before the task runs. */
+static uint8_t fz_apply_outcome(task *t, uint8_t v)
+{
+    if (v & FZ_SHORT)
+        mote__freeze_backoff(t);
+    else if ((v & FZ_LONG) && t->fz_shift > 0)
+        t->fz_shift--;
+    if (v & FZ_ORPHAN)
+        FETCH_SUB(&mote__freeze_orphans, 1, RELAXED);
+    return (uint8_t)(v & ~(FZ_SHORT | FZ_LONG | FZ_ORPHAN));
+}
+
 void mote__freeze_resume_slow(task *t)
 {
     if (LOAD(&t->fz, ACQUIRE) & FZ_STATE)
         mote__freeze_thaw(t, FREEZE_RESUME);
     uint8_t v = fz_lock(t);
-    if (v & FZ_SHORT)
-        mote__freeze_backoff(t);
-    else if ((v & FZ_LONG) && t->fz_shift > 0)
-        t->fz_shift--;
-    fz_unlock(t, (uint8_t)(v & ~(FZ_SHORT | FZ_LONG)));
+    fz_unlock(t, fz_apply_outcome(t, v));
+}
+
+bool mote__freeze_adopt(task *t)
+{
+    if (!(LOAD(&t->fz, ACQUIRE) & FZ_ORPHAN))
+        return false;
+    uint8_t v = fz_lock(t);
+    /* (only an owner's freeze follows an orphan's thaw, and only once it
+     * is queued again: the bit goes with the state it was set with) */
+    mote__assert((v & FZ_STATE) == FZ_ACTIVE && (v & FZ_ORPHAN));
+    fz_unlock(t, fz_apply_outcome(t, v));
+    return true;
 }
 
 void mote__freeze_touch_slow(const void *p)
@@ -317,6 +343,8 @@ size_t mote__freeze_batch(task *const *cand, size_t n, fz_scratch *scratch)
             !fz_register(at.chunk))
             continue;
         uint8_t v = fz_lock(t);
+        if (v & FZ_ORPHAN) /* queued again before its worker swept for it */
+            v = fz_apply_outcome(t, v);
         if ((v & FZ_STATE) != FZ_ACTIVE ||
             LOAD(&t->wait_state, ACQUIRE) != TASK_WAITING) {
             fz_unlock(t, v);
@@ -642,7 +670,11 @@ bool mote__freeze_forget(task *t)
     for (;;) {
         uint8_t v = fz_lock(t);
         switch (v & FZ_STATE) {
-        case FZ_ACTIVE: fz_unlock(t, v); return false;
+        case FZ_ACTIVE:
+            if (v & FZ_ORPHAN)
+                FETCH_SUB(&mote__freeze_orphans, 1, RELAXED);
+            fz_unlock(t, (uint8_t)(v & ~FZ_ORPHAN));
+            return false;
         case FZ_FROZEN:
             FETCH_SUB(&fz.bytes, t->fz_img->len, RELAXED);
             FETCH_SUB(&fz.frozen, 1, RELAXED);

@@ -48,6 +48,11 @@ enum { FZ_ACTIVE = 0, FZ_FREEZING = 1, FZ_FROZEN = 2, FZ_THAWING = 3 };
 #define FZ_DEEP   16u /* frozen, and its 2 MiB window was emptied: no guard */
 #define FZ_SHORT  32u /* thawed soon after its freeze: raise its threshold */
 #define FZ_LONG   64u /* thawed long after: lower it */
+/* Thawed in place by another thread (a touch or a fault) while it stayed
+ * parked: it left its worker's candidate list when it froze, so that
+ * worker sweeps its tasks for this bit (trim.c) to queue it again.  The
+ * owner clears it, at resume or in the sweep. */
+#define FZ_ORPHAN 128u
 
 enum freeze_cause { FREEZE_RESUME, FREEZE_RUNTIME, FREEZE_FAULT, FREEZE_NCAUSE };
 
@@ -71,6 +76,8 @@ typedef struct fz_image {
 /* Tasks that are not ACTIVE now, process-wide: while it is 0 no check
  * below costs more than this load. */
 extern uint64_t mote__freeze_nfrozen;
+/* Tasks with FZ_ORPHAN set, process-wide (a hint for the sweeps). */
+extern uint64_t mote__freeze_orphans;
 
 /* At the start of a run: threshold_ns < 0 turns freezing off; explicit says
  * the user asked for it (then a user-mode-only userfaultfd is accepted,
@@ -119,9 +126,14 @@ void mote__freeze_thaw(task *t, enum freeze_cause cause);
 void mote__freeze_resume_slow(task *t);
 static inline void mote__freeze_resume(task *t)
 {
-    if (__builtin_expect(LOAD(&t->fz, ACQUIRE) & (FZ_STATE | FZ_SHORT | FZ_LONG), 0))
+    if (__builtin_expect(
+            LOAD(&t->fz, ACQUIRE) & (FZ_STATE | FZ_SHORT | FZ_LONG | FZ_ORPHAN), 0))
         mote__freeze_resume_slow(t);
 }
+
+/* Owner, t parked and not running: clears FZ_ORPHAN and applies the
+ * outcome of the thaw that set it (as a resume does); whether it was set. */
+bool mote__freeze_adopt(task *t);
 
 /* Doubles t's freeze threshold, up to 128x (its 3-bit fz_shift). */
 static inline void mote__freeze_backoff(task *t)

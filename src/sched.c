@@ -484,6 +484,7 @@ static void *sched_thread(void *arg)
  * sampled task jumped there (sched_exit_sampled). */
 static void sched_exit_books(worker *w, task *t)
 {
+    mote__trim_on_unlist(&w->trim, t);
     list_remove(&w->all, &t->all_link);
     if (t->timer_idx != TIMER_NONE)
         mote__timer_cancel(&w->timers, t);
@@ -599,6 +600,7 @@ static void sched_teardown(int started)
         list_node *n;
         while ((n = list_pop_front(&w->all))) {
             task *t = list_entry(n, task, all_link);
+            mote__trim_on_unlist(&w->trim, t);
             if (t->timer_idx != TIMER_NONE)
                 mote__timer_cancel(&w->timers, t);
             if (t->trim_queued)
@@ -669,7 +671,7 @@ int mote_run(mote_fn main_fn, void *arg)
     for (int i = 0; i < n; i++) {
         ws[i].index = i;
         ws[i].rng = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
-        mote__trim_init(&ws[i].trim, rt.cfg.trim, &ws[i].stackprof);
+        mote__trim_init(&ws[i].trim, rt.cfg.trim, &ws[i].stackprof, &ws[i].all);
     }
     rt.nworkers = n;
     /* Published under ext_lock: plain threads read the configuration only

@@ -31,6 +31,10 @@
 #define TRIM_IO_SHIFT     3
 #define TRIM_DECAY_PERIOD (1000 * 1000000LL) /* pool decay */
 #define TRIM_SCAN_MAX     4096               /* candidates looked at per call */
+/* A sweep for orphans (trim_sweep) looks at this many tasks at a time, at
+ * most this often: 200k tasks a second, ~1% of a CPU at worst. */
+#define TRIM_SWEEP_MAX    2048
+#define TRIM_SWEEP_EVERY  (10 * 1000000LL)
 #define TRIM_SAMPLE_EVERY 256
 /* Freezes per pass while tasks wait to run. */
 #define TRIM_FREEZE_BUSY  16
@@ -40,10 +44,11 @@
 
 static uint64_t trim_global_trimmed; /* atomic: from runs that ended */
 
-void mote__trim_init(trim_state *s, int mode, stackprof *prof)
+void mote__trim_init(trim_state *s, int mode, stackprof *prof, list *all)
 {
     memset(s, 0, sizeof *s);
     s->prof = prof;
+    s->all = all;
     s->freeze_after = mode == TRIM_OFF ? -1 : mote__freeze_threshold();
     s->delay = mode == TRIM_OFF ? -1 : mode == TRIM_EAGER ? 0 : TRIM_LAZY_DELAY;
     s->pool_depth = OS_PAGE;
@@ -256,11 +261,53 @@ void mote__trim_on_exit(trim_state *s, task *t)
     trim_set_bucket(s, t, -1);
 }
 
+void mote__trim_on_unlist(trim_state *s, task *t)
+{
+    if (s->sweep_at == &t->all_link)
+        s->sweep_at = t->all_link.next;
+}
+
 void mote__trim_forget(trim_state *s, task *t)
 {
     if (t->trim_queued)
         trim_unlink(s, t);
     trim_set_bucket(s, t, -1);
+}
+
+/* A task frozen and then thawed by another thread (it touched the task's
+ * stack: a wait record, a fault) while the task stayed parked is on no
+ * list: it left the candidates when it froze.  Such tasks carry FZ_ORPHAN;
+ * while any exists, each worker walks its tasks, TRIM_SWEEP_MAX a call,
+ * and queues its own again (a stack left resident until its task next
+ * ran: the one task in thousands parked on one channel that stayed
+ * unfrozen when a park came more than a threshold after the one before,
+ * whose record it writes).  The walk goes on from where it stopped;
+ * mote__trim_on_unlist moves it past a task that leaves. */
+static void trim_sweep(trim_state *s, const task *current, int64_t now)
+{
+    if (now < s->sweep_next)
+        return;
+    if (!s->sweep_at) {
+        if (!LOAD(&mote__freeze_orphans, RELAXED) || !s->all)
+            return;
+        s->sweep_at = s->all->head;
+    }
+    s->sweep_next = now + TRIM_SWEEP_EVERY;
+    for (uint32_t k = 0; s->sweep_at && k < TRIM_SWEEP_MAX; k++) {
+        task *t = list_entry(s->sweep_at, task, all_link);
+        s->sweep_at = s->sweep_at->next;
+        if (t == current || !mote__freeze_adopt(t))
+            continue;
+        if (t->trim_queued || LOAD(&t->wait_state, ACQUIRE) != TASK_WAITING)
+            continue;
+        /* Due a threshold from now, not from its park: whoever thawed it
+         * is often a waker about to claim it, which writes its record next
+         * (frozen again before that, it would fault its way back).  (Not
+         * over the stamp of a netpoller that readied it meanwhile.) */
+        int64_t was = LOAD(&t->parked_at, RELAXED);
+        CAS(&t->parked_at, &was, now, RELAXED);
+        trim_link(s, t);
+    }
 }
 
 /* Freezes the collected candidates (freeze.c): by address, so that the
@@ -278,6 +325,7 @@ static void trim_freeze(trim_state *s)
      * stay resident until it next parks (seen under load: 26 of 4000). */
     for (size_t i = 0; i < s->nfreeze; i++) {
         task *t = s->freeze[i];
+        mote__freeze_adopt(t); /* thawed in place already: queued here */
         if ((LOAD(&t->fz, ACQUIRE) & FZ_STATE) != FZ_ACTIVE || t->trim_queued ||
             LOAD(&t->wait_state, ACQUIRE) != TASK_WAITING)
             continue;
@@ -295,6 +343,7 @@ void mote__trim_run(trim_state *s, stack_cache *cache, task *current, int64_t no
         s->next = INT64_MAX;
         return;
     }
+    trim_sweep(s, current, now);
     int64_t next = INT64_MAX;
     int64_t base = force ? 0 : s->delay;
     uint32_t budget = force ? UINT32_MAX : TRIM_SCAN_MAX;
@@ -359,6 +408,16 @@ void mote__trim_run(trim_state *s, stack_cache *cache, task *current, int64_t no
         mote__stack_pool_decay(cache, &s->pages, force ? OS_PAGE : s->pool_depth, force);
         s->next_decay = now + TRIM_DECAY_PERIOD;
     }
+    /* While a task is frozen, it may be thawed in place on any thread,
+     * which cannot wake this worker: look again every threshold (a sweep
+     * not finished: at its next step). */
+    if (s->sweep_at && s->sweep_next < next)
+        next = s->sweep_next;
+    else if (s->freeze_after >= 0 &&
+             (LOAD(&mote__freeze_nfrozen, RELAXED) ||
+              LOAD(&mote__freeze_orphans, RELAXED)) &&
+             now + s->freeze_after < next)
+        next = now + s->freeze_after;
     if (s->n == 0 && next == INT64_MAX) {
         /* Pool decay only matters while something is pooled. */
         if (mote__stack_cache_count(cache))
@@ -374,6 +433,7 @@ void mote__trim_fini(trim_state *s)
     FETCH_ADD(&trim_global_trimmed, s->pages.released, RELAXED);
     s->parked.head = s->parked.tail = NULL;
     s->n = 0;
+    s->sweep_at = NULL;
 }
 
 uint64_t mote__trim_total_trimmed(void) { return LOAD(&trim_global_trimmed, RELAXED); }

@@ -40,10 +40,13 @@ enum trim_mode { TRIM_OFF = 0, TRIM_LAZY = 1, TRIM_EAGER = 2 };
 typedef struct trim_state {
     list parked; /* candidates (task.trim_link), oldest first */
     uint32_t n;
-    int64_t delay;      /* ns a task stays parked before a trim; <0 off */
-    int64_t clock;      /* coarse now, refreshed at scheduling checks */
-    int64_t next;       /* when mote__trim_run next has work; INT64_MAX none */
-    int64_t next_decay; /* next pool decay */
+    list *all;           /* the worker's started tasks (task.all_link) */
+    list_node *sweep_at; /* where the sweep for orphans goes on, or NULL */
+    int64_t sweep_next;  /* no sweep step before */
+    int64_t delay;       /* ns a task stays parked before a trim; <0 off */
+    int64_t clock;       /* coarse now, refreshed at scheduling checks */
+    int64_t next;        /* when mote__trim_run next has work; INT64_MAX none */
+    int64_t next_decay;  /* next pool decay */
     uint32_t starts;
     uint64_t pool_depth;         /* bytes the pool keeps resident per stack */
     uint64_t hist[TRIM_NBUCKET]; /* live tasks by last high water (atomic) */
@@ -57,7 +60,9 @@ typedef struct trim_state {
     pagebatch pages; /* .released: bytes given back */
 } trim_state;
 
-void mote__trim_init(trim_state *s, int mode, stackprof *prof);
+/* all: the worker's list of started tasks, swept for tasks thawed in place
+ * (FZ_ORPHAN, freeze.h). */
+void mote__trim_init(trim_state *s, int mode, stackprof *prof, list *all);
 /* t was woken by the netpoller: it serves a descriptor, and the next
  * request is likely soon, so its trim delay is at least 8x the base. */
 void mote__trim_on_io_wake(task *t);
@@ -66,6 +71,8 @@ void mote__trim_on_park(trim_state *s, task *t);
 /* A task takes its stack (before it first runs): a depth sample when
  * sample (the first of its entry function), or one start in 256. */
 void mote__trim_on_start(trim_state *s, task *t, bool sample);
+/* t leaves the worker's list of started tasks (before the removal). */
+void mote__trim_on_unlist(trim_state *s, task *t);
 /* A task has exited (stack still held): unqueue, finish a sample. */
 void mote__trim_on_exit(trim_state *s, task *t);
 /* Teardown: t is discarded; forget it. */

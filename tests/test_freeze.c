@@ -58,12 +58,6 @@ static bool freezing(void)
 }
 
 /* Waits (30 s at most: a loaded machine) until n tasks are frozen. */
-/* One parked task of a few hundred or thousand is sometimes still
- * unfrozen after 30 s: seen under the sanitizers, and once in a Debug
- * build on a loaded CI machine (3,999 of 4,000).  It wakes intact; why it
- * was not frozen is not found yet.  The tests require all but it. */
-#define FZ_SPARE 1
-
 static bool wait_frozen(uint64_t n)
 {
     int64_t t0 = mote_now();
@@ -116,8 +110,7 @@ TEST_TASK(idle_tasks_freeze_and_wake_intact)
         CHECK_EQ(mote_go(idle_task, (void *)(intptr_t)i), 0);
     mote_wg_wait(&idle_parked);
     uint64_t pt_before = metric("/process/pagetables:bytes");
-    /* (one task may be left unfrozen: FZ_SPARE) */
-    CHECK(wait_frozen(IDLE_N - FZ_SPARE));
+    CHECK(wait_frozen(IDLE_N));
     uint64_t res = metric("/stacks/resident:bytes");
     uint64_t bytes = metric("/stacks/frozen:bytes");
     printf("%d frozen: images %.0f B/task, stacks resident %.0f B/task, %llu windows "
@@ -143,7 +136,7 @@ TEST_TASK(idle_tasks_freeze_and_wake_intact)
     }
     CHECK(metric("/stacks/thaws/runtime:events") + metric("/stacks/thaws/resume:events") +
               (OWN_THAWS_ONLY ? 0 : metric("/stacks/thaws/fault:events") - faults0) >=
-          (uint64_t)IDLE_N - FZ_SPARE);
+          (uint64_t)IDLE_N);
     /* mote's own hand-offs thawed explicitly: nothing faulted its way in */
     if (OWN_THAWS_ONLY)
         CHECK_EQ(metric("/stacks/thaws/fault:events"), faults0);
@@ -248,9 +241,7 @@ TEST_TASK(every_kind_of_wait_wakes_from_frozen)
     for (int i = 0; i < EACH; i++)
         CHECK_EQ(mote_go(k_mutex, NULL), 0);
     mote_wg_wait(&kinds_parked);
-    /* Under a sanitizer one task of the 40 is sometimes still not frozen
-     * after 30 s (cause not found yet); it wakes correctly all the same. */
-    CHECK(wait_frozen((uint64_t)(nk + 1) * EACH - FZ_SPARE));
+    CHECK(wait_frozen((uint64_t)(nk + 1) * EACH));
     uint64_t faults0 = metric("/stacks/thaws/fault:events");
     uint64_t runtime0 = metric("/stacks/thaws/runtime:events");
     cv_go = 1;
@@ -628,7 +619,7 @@ TEST_TASK(a_thawed_stack_grows_deep_in_few_round_trips)
     for (long i = 0; i < GROW_N; i++)
         CHECK_EQ(mote_go_ex(grow_task, (void *)(intptr_t)i, &o), 0);
     mote_wg_wait(&grow_parked);
-    CHECK(wait_frozen(GROW_N - FZ_SPARE));
+    CHECK(wait_frozen(GROW_N));
     uint64_t stray0 = metric("/stacks/freeze/stray-faults:events");
     mote_chan_close(grow_ch); /* every task thaws, then calls deep */
     mote_wg_wait(&grow_done);
@@ -712,7 +703,11 @@ TEST(a_frozen_task_that_overflows_later_is_still_caught)
         return;
     }
     /* under a sanitizer the process may end by exit, not by the signal */
-    CHECK(TEST_SANITIZED ? !WIFEXITED(st) || WEXITSTATUS(st) < 3 : WIFSIGNALED(st));
+    bool caught =
+        TEST_SANITIZED ? !WIFEXITED(st) || WEXITSTATUS(st) < 3 : WIFSIGNALED(st);
+    if (!caught)
+        fprintf(stderr, "the child's status %#x, and what it said:\n%s", st, out);
+    CHECK(caught);
     CHECK(strstr(out, "overflow"));
     CHECK(strstr(out, "overflower"));
 }
@@ -812,6 +807,58 @@ TEST(a_thaw_from_a_plain_thread_outlasts_freezes_that_come_and_go)
     alarm(120); /* the hang spun for good */
     CHECK_EQ(test_run_env("MOTE_STACK_FREEZE", "1ms", refreeze_main, NULL), 0);
     alarm(0);
+}
+
+/* ---- 10. a task thawed in place, still parked, freezes again ---- */
+
+/* A task that parks on a channel writes its link into the record of the
+ * task parked before it (the queue's tail, on that one's frozen stack): the
+ * runtime thaws that one in place, and it stays parked.  It must freeze
+ * again: it used to stay resident until it next ran (the one task in
+ * thousands that the idle tests found unfrozen on a loaded machine, when
+ * a spawn came more than a threshold after the one before). */
+static mote_chan *nb_ch;
+static mote_wg nb_parked = MOTE_WG_INIT, nb_done = MOTE_WG_INIT;
+
+static void nb_waiter(void *arg)
+{
+    (void)arg;
+    long v = 0;
+    mote_wg_done(&nb_parked);
+    CHECK_EQ(mote_chan_recv(nb_ch, &v), 0);
+    CHECK_EQ(v, 7);
+    mote_wg_done(&nb_done);
+}
+
+static void nb_spawn(void)
+{
+    CHECK_EQ(mote_wg_add(&nb_parked, 1), 0);
+    CHECK_EQ(mote_go(nb_waiter, NULL), 0);
+    CHECK_EQ(mote_wg_wait(&nb_parked), 0);
+}
+
+TEST_TASK(a_task_thawed_in_place_freezes_again)
+{
+    if (!freezing())
+        return;
+    CHECK((nb_ch = mote_chan_make(sizeof(long), 0)) != NULL);
+    CHECK_EQ(mote_wg_add(&nb_done, 2), 0);
+    nb_spawn();
+    CHECK(wait_frozen(1));
+    uint64_t runtime0 = metric("/stacks/thaws/runtime:events");
+    nb_spawn(); /* parks behind the first: writes into its record */
+    int64_t t0 = mote_now();
+    while (metric("/stacks/thaws/runtime:events") == runtime0 &&
+           mote_now() - t0 < 30000 * MS)
+        mote_sleep(MS);
+    CHECK(metric("/stacks/thaws/runtime:events") > runtime0);
+    /* both, the first again: not only the second */
+    CHECK(wait_frozen(2));
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ(mote_chan_send(nb_ch, &(long){7}), 0);
+    CHECK_EQ(mote_wg_wait(&nb_done), 0);
+    CHECK_EQ(metric("/stacks/frozen:tasks"), 0);
+    CHECK_EQ(mote_chan_free(nb_ch), 0);
 }
 
 TEST_MAIN()
