@@ -29,9 +29,18 @@ static inline bool fdio_is_socket(const pdesc *pd)
     return pd->kind == PD_STREAM || pd->kind == PD_USTREAM || pd->kind == PD_SOCKET;
 }
 
-static ssize_t fdio_read_once(const pdesc *pd, int fd, void *buf, size_t n)
+/* One read, in flight for mote_close (netpoll.h); -1 with errno
+ * ECANCELED once the descriptor is being closed. */
+static ssize_t fdio_read_once(pdesc *pd, uint32_t seq, int fd, void *buf, size_t n)
 {
-    return fdio_is_socket(pd) ? recv(fd, buf, n, 0) : read(fd, buf, n);
+    int r = mote__netpoll_enter(pd, seq);
+    if (r) {
+        errno = -r;
+        return -1;
+    }
+    ssize_t k = fdio_is_socket(pd) ? recv(fd, buf, n, 0) : read(fd, buf, n);
+    mote__netpoll_leave(pd);
+    return k;
 }
 
 static int fdio_check(int fd)
@@ -90,8 +99,12 @@ int mote_wait_fd(int fd, int events, int64_t timeout_ns)
         if (events & MOTE_WRITABLE)
             STORE(&pd->ready[PD_WRITE], 0, SEQ_CST);
         struct pollfd p = {.fd = fd, .events = want};
-        if (poll(&p, 1, 0) < 0 && errno != EINTR)
-            return -errno;
+        if ((r = mote__netpoll_enter(pd, seq)))
+            return r;
+        int pr = poll(&p, 1, 0), e = errno;
+        mote__netpoll_leave(pd);
+        if (pr < 0 && e != EINTR)
+            return -e;
         if (p.revents & POLLNVAL)
             return -EBADF;
         int got = 0;
@@ -113,22 +126,31 @@ int mote_wait_fd(int fd, int events, int64_t timeout_ns)
 }
 
 typedef struct file_io {
+    pdesc *pd;
+    uint32_t seq;
     int fd;
     void *buf;
     size_t n;
     bool write;
 } file_io;
 
+/* On the blocking pool: in flight there, where the call runs. */
 static intptr_t file_io_run(void *arg)
 {
     file_io *io = arg;
-    ssize_t r = io->write ? write(io->fd, io->buf, io->n) : read(io->fd, io->buf, io->n);
-    return r >= 0 ? r : -errno;
+    int r = mote__netpoll_enter(io->pd, io->seq);
+    if (r)
+        return r;
+    ssize_t k = io->write ? write(io->fd, io->buf, io->n) : read(io->fd, io->buf, io->n);
+    int e = errno;
+    mote__netpoll_leave(io->pd);
+    return k >= 0 ? k : -e;
 }
 
-static ssize_t file_io_offload(int fd, void *buf, size_t n, bool write)
+static ssize_t file_io_offload(pdesc *pd, uint32_t seq, int fd, void *buf, size_t n,
+                               bool write)
 {
-    file_io io = {fd, buf, n, write};
+    file_io io = {pd, seq, fd, buf, n, write};
     return (ssize_t)mote_offload(file_io_run, &io);
 }
 
@@ -144,15 +166,15 @@ ssize_t mote_read(int fd, void *buf, size_t n, int64_t timeout_ns)
     if ((r = mote__netpoll_get(fd, false, &pd, &seq)))
         return r;
     if (pd->kind == PD_FILE)
-        return file_io_offload(fd, buf, n, false);
+        return file_io_offload(pd, seq, fd, buf, n, false);
     if (n == 0) { /* as read(2): nothing to wait for (a datagram is dropped) */
-        ssize_t k = fdio_read_once(pd, fd, buf, 0);
+        ssize_t k = fdio_read_once(pd, seq, fd, buf, 0);
         return k >= 0 || errno == EAGAIN ? 0 : -errno;
     }
     int64_t deadline = mote__park_deadline(timeout_ns);
     for (;;) {
         if (XCHG(&pd->ready[PD_READ], 0, ACQUIRE)) {
-            ssize_t k = fdio_read_once(pd, fd, buf, n);
+            ssize_t k = fdio_read_once(pd, seq, fd, buf, n);
             if (k >= 0) {
                 /* A short read of a TCP stream took all there was: the
                  * next read waits for an edge without trying.  Otherwise
@@ -190,15 +212,27 @@ static void fdio_eat_sigpipe(void)
     sigtimedwait(&set, NULL, &zero);
 }
 
-static ssize_t fdio_write_once(pdesc *pd, int fd, const char *p, size_t n)
+/* One write, in flight for mote_close, as fdio_read_once. */
+static ssize_t fdio_write_once(pdesc *pd, uint32_t seq, int fd, const char *p, size_t n)
 {
-    if (fdio_is_socket(pd))
-        return send(fd, p, n, MSG_NOSIGNAL);
-    ssize_t k = write(fd, p, n);
-    if (k < 0 && errno == EPIPE) {
-        fdio_eat_sigpipe();
-        errno = EPIPE;
+    int r = mote__netpoll_enter(pd, seq);
+    if (r) {
+        errno = -r;
+        return -1;
     }
+    ssize_t k;
+    if (fdio_is_socket(pd)) {
+        k = send(fd, p, n, MSG_NOSIGNAL);
+    } else {
+        k = write(fd, p, n);
+        if (k < 0 && errno == EPIPE) {
+            fdio_eat_sigpipe();
+            errno = EPIPE;
+        }
+    }
+    int e = errno;
+    mote__netpoll_leave(pd);
+    errno = e;
     return k;
 }
 
@@ -216,7 +250,7 @@ ssize_t mote_write(int fd, const void *buf, size_t n, int64_t timeout_ns)
     if (pd->kind == PD_FILE) {
         size_t done = 0;
         while (done < n) {
-            ssize_t k = file_io_offload(fd, (char *)buf + done, n - done, true);
+            ssize_t k = file_io_offload(pd, seq, fd, (char *)buf + done, n - done, true);
             if (k <= 0)
                 return done ? (ssize_t)done : k ? k : -EIO;
             done += (size_t)k;
@@ -224,7 +258,7 @@ ssize_t mote_write(int fd, const void *buf, size_t n, int64_t timeout_ns)
         return (ssize_t)n;
     }
     if (n == 0 && pd->kind != PD_SOCKET) { /* an empty datagram waits for room */
-        ssize_t k = fdio_write_once(pd, fd, buf, 0);
+        ssize_t k = fdio_write_once(pd, seq, fd, buf, 0);
         return k >= 0 || errno == EAGAIN ? 0 : -errno;
     }
     int64_t deadline = mote__park_deadline(timeout_ns);
@@ -232,7 +266,7 @@ ssize_t mote_write(int fd, const void *buf, size_t n, int64_t timeout_ns)
     size_t done = 0;
     do {
         if (XCHG(&pd->ready[PD_WRITE], 0, ACQUIRE)) {
-            ssize_t k = fdio_write_once(pd, fd, p + done, n - done);
+            ssize_t k = fdio_write_once(pd, seq, fd, p + done, n - done);
             if (k >= 0) {
                 done += (size_t)k;
                 if (done == n) { /* room may be left: keep it ready */
@@ -273,7 +307,12 @@ int mote_accept(int lfd, struct sockaddr *addr, socklen_t *addrlen, int64_t time
     int64_t deadline = mote__park_deadline(timeout_ns);
     for (;;) {
         if (XCHG(&pd->ready[PD_READ], 0, ACQUIRE)) {
+            if ((r = mote__netpoll_enter(pd, seq)))
+                return r;
             int fd = accept4(lfd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            int e = errno;
+            mote__netpoll_leave(pd);
+            errno = e;
             if (fd >= 0) {
                 mote__netpoll_fresh(fd);
                 /* more connections may be queued */
@@ -297,6 +336,25 @@ int mote_accept(int lfd, struct sockaddr *addr, socklen_t *addrlen, int64_t time
     }
 }
 
+/* A connection under way, once writable: 0 connected, -errno failed, 1 not
+ * yet (a spurious edge). */
+static int connect_outcome(int fd)
+{
+    int err = 0;
+    socklen_t el = sizeof err;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+        return -errno;
+    if (err)
+        return -err;
+    /* writable and no error: connected (a spurious edge shows ENOTCONN
+     * from getpeername) */
+    struct sockaddr_storage peer;
+    socklen_t pl = sizeof peer;
+    if (getpeername(fd, (struct sockaddr *)&peer, &pl) == 0)
+        return 0;
+    return errno == ENOTCONN ? 1 : -errno;
+}
+
 int mote_connect(int fd, const struct sockaddr *addr, socklen_t len, int64_t timeout_ns)
 {
     int r = fdio_check(fd);
@@ -308,14 +366,17 @@ int mote_connect(int fd, const struct sockaddr *addr, socklen_t len, int64_t tim
     uint32_t seq;
     if ((r = mote__netpoll_get(fd, false, &pd, &seq)))
         return r;
+    if ((r = mote__netpoll_enter(pd, seq)))
+        return r;
     STORE(&pd->ready[PD_WRITE], 0, RELAXED);
-    if (connect(fd, addr, len) == 0) {
+    int cr = connect(fd, addr, len), e = errno;
+    mote__netpoll_leave(pd);
+    if (cr == 0) {
         STORE(&pd->ready[PD_WRITE], 1, RELAXED);
         return 0;
     }
-    if (errno != EINPROGRESS && errno != EINTR) {
+    if (e != EINPROGRESS && e != EINTR) {
         /* no connection under way, so no edge will come: as it was */
-        int e = errno;
         STORE(&pd->ready[PD_WRITE], 1, RELAXED);
         return -e;
     }
@@ -324,20 +385,12 @@ int mote_connect(int fd, const struct sockaddr *addr, socklen_t len, int64_t tim
         r = mote__netpoll_wait(fd, pd, seq, PD_WANT_WRITE, deadline);
         if (r)
             return r;
-        int err = 0;
-        socklen_t el = sizeof err;
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
-            return -errno;
-        if (err)
-            return -err;
-        /* writable and no error: connected (a spurious edge would show
-         * ENOTCONN from getpeername) */
-        struct sockaddr_storage peer;
-        socklen_t pl = sizeof peer;
-        if (getpeername(fd, (struct sockaddr *)&peer, &pl) == 0)
-            return 0;
-        if (errno != ENOTCONN)
-            return -errno;
+        if ((r = mote__netpoll_enter(pd, seq)))
+            return r;
+        r = connect_outcome(fd);
+        mote__netpoll_leave(pd);
+        if (r <= 0)
+            return r;
         STORE(&pd->ready[PD_WRITE], 0, RELAXED);
     }
 }

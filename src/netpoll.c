@@ -254,11 +254,12 @@ static void pd_forget(int fd, const uint32_t *seq)
     if (fd < 0 || fd >= PD_MAX_FD || LOAD(&np.state, ACQUIRE) != 1)
         return;
     pdesc *pd = pd_lookup(fd);
-    if (!pd || !LOAD(&pd->gen, ACQUIRE))
+    if (!pd || (!LOAD(&pd->gen, ACQUIRE) && !(LOAD(&pd->busy, ACQUIRE) & PD_CLOSING)))
         return;
     waiter *list = NULL;
     spin_lock(&pd->lock);
-    if (pd->gen && (!seq || pd->seq == *seq)) {
+    bool ours = !seq || pd->seq == *seq;
+    if (pd->gen && ours) {
         /* (a registration from before a fork was never counted in this
          * process) */
         if (pd->gen == LOAD(&np.gen, RELAXED) && pd->kind != OS_FD_FILE)
@@ -268,6 +269,10 @@ static void pd_forget(int fd, const uint32_t *seq)
         mote__waitq_claim_all(&pd->waiters[PD_READ], -ECANCELED, &list);
         mote__waitq_claim_all(&pd->waiters[PD_WRITE], -ECANCELED, &list);
     }
+    /* The number is free for the next descriptor: after the seq, so a call
+     * that finds the flag gone finds the new seq too (mote__netpoll_enter). */
+    if (ours)
+        FETCH_AND(&pd->busy, ~PD_CLOSING, RELEASE);
     spin_unlock(&pd->lock);
     mote__waitq_wake(list);
 }
@@ -285,9 +290,17 @@ uint32_t mote__netpoll_close_begin(int fd)
     spin_lock(&pd->lock);
     uint32_t seq = pd->seq;
     bool registered = pd->gen != 0;
+    FETCH_OR(&pd->busy, PD_CLOSING, ACQ_REL); /* no system call starts now */
     spin_unlock(&pd->lock);
     if (registered)
         mote__os_poll_del(np.epfd, fd); /* a dup elsewhere must not report */
+    /* ... and none is left running when the number goes */
+    for (unsigned i = 0; LOAD(&pd->busy, ACQUIRE) & ~PD_CLOSING; i++) {
+        if (i < 64)
+            spin_relax();
+        else
+            sched_yield();
+    }
     return seq;
 }
 

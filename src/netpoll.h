@@ -24,8 +24,11 @@
 #ifndef MOTE_NETPOLL_H
 #define MOTE_NETPOLL_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "atomic.h"
 
 #include "mote.h"
 
@@ -37,12 +40,38 @@ enum { PD_WANT_READ = 1 << PD_READ, PD_WANT_WRITE = 1 << PD_WRITE };
 typedef struct pdesc {
     int lock;              /* spin.h: waiters and registration */
     uint32_t seq;          /* bumped by mote_close */
+    uint32_t busy;         /* atomic: system calls in flight | PD_CLOSING */
     uint32_t gen;          /* netpoll generation registered in; 0 never */
     uint8_t kind;          /* enum pd_kind, valid once registered */
     uint8_t ready[2];      /* atomic, per direction */
     uint8_t stops;         /* atomic: an edge reported os_poll_event.stops_reads */
     mote_waitq waiters[2]; /* per direction */
 } pdesc;
+
+/* System calls in flight.  Every system call mote makes on a registered
+ * descriptor is bracketed by mote__netpoll_enter and _leave; mote_close
+ * sets PD_CLOSING and waits until none is in flight before its close(2).
+ * So no call reaches the number once a close freed it for another
+ * descriptor (a task that read the seq, then lost its CPU, then read from
+ * a socket accepted since under the same number).  One word: the count
+ * and the flag change together, so a call either sees the flag or is
+ * counted before the close looks.  The waits are short: the descriptors
+ * are non-blocking, and regular files are read on the blocking pool, which
+ * brackets the call itself. */
+#define PD_CLOSING 0x80000000u
+
+/* 0, or -ECANCELED: the descriptor is being closed, or was since seq. */
+static inline int mote__netpoll_enter(pdesc *pd, uint32_t seq)
+{
+    uint32_t b = FETCH_ADD(&pd->busy, 1, ACQ_REL);
+    if (__builtin_expect((b & PD_CLOSING) || LOAD(&pd->seq, ACQUIRE) != seq, 0)) {
+        FETCH_SUB(&pd->busy, 1, RELEASE);
+        return -ECANCELED;
+    }
+    return 0;
+}
+
+static inline void mote__netpoll_leave(pdesc *pd) { FETCH_SUB(&pd->busy, 1, RELEASE); }
 
 struct worker;
 
@@ -60,7 +89,8 @@ int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out, uint32_t *seq);
 int mote__netpoll_wait(int fd, pdesc *pd, uint32_t seq, int dirs, int64_t deadline);
 
 /* mote_close's share, around its close(2): begin drops the registration
- * from epoll while the number is still this descriptor, and returns its
+ * from epoll while the number is still this descriptor, turns new system
+ * calls away (PD_CLOSING) and waits out those in flight, and returns its
  * seq; end, after the close, wakes every waiter with -ECANCELED and
  * forgets the registration, unless a new descriptor under the number was
  * already given it (mote__netpoll_fresh).  In this order, a task that
