@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "os/os.h"
@@ -294,12 +295,18 @@ uint32_t mote__netpoll_close_begin(int fd)
     spin_unlock(&pd->lock);
     if (registered)
         mote__os_poll_del(np.epfd, fd); /* a dup elsewhere must not report */
-    /* ... and none is left running when the number goes */
+    /* ... and none is left running when the number goes: a socket call
+     * is over in microseconds; a file's on the pool may take a disk's
+     * time, which the closing task sleeps through, not its worker. */
     for (unsigned i = 0; LOAD(&pd->busy, ACQUIRE) & ~PD_CLOSING; i++) {
         if (i < 64)
             spin_relax();
-        else
+        else if (i < 128)
             sched_yield();
+        else if (mote__self())
+            mote_sleep(100000); /* 0.1 ms */
+        else
+            nanosleep(&(struct timespec){0, 100000}, NULL);
     }
     return seq;
 }
