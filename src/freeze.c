@@ -41,7 +41,6 @@
 #endif
 
 uint64_t mote__freeze_nfrozen;
-uint64_t mote__freeze_orphans;
 
 static struct {
     int ufd;           /* -1: none yet */
@@ -53,6 +52,8 @@ static struct {
     bool handler_on;
     uint64_t frozen, bytes, freezes, cancelled, stray, ns, windows, thaw_ns; /* atomic */
     uint64_t thaws[FREEZE_NCAUSE];                                           /* atomic */
+    void (*orphaned)(struct worker *w); /* the run's (atomic) */
+    uint32_t telling;                   /* atomic: thaws that may call it */
 } fz = {.ufd = -1, .stop_fd = -1, .threshold = -1};
 
 /* ---- the state word --------------------------------------------------- */
@@ -126,7 +127,7 @@ static uint8_t fz_outcome(const fz_image *img)
 
 /* ---- thawing --------------------------------------------------------------- */
 
-void mote__freeze_thaw(task *t, enum freeze_cause cause)
+void mote__freeze_thaw(task *t, enum freeze_cause cause, bool stays)
 {
     for (;;) {
         uint8_t v = fz_lock(t);
@@ -139,6 +140,12 @@ void mote__freeze_thaw(task *t, enum freeze_cause cause)
             break;
         case FZ_FROZEN: {
             int64_t t0 = mote__os_now_ns();
+            /* Read while THAWING: once ACTIVE, the task may run, end and
+             * be freed before the hook is called; the worker outlives the
+             * hook (mote__freeze_stop waits for `telling`). */
+            struct worker *owner = t->worker;
+            if (stays)
+                FETCH_ADD(&fz.telling, 1, ACQ_REL);
             fz_unlock(t, FZ_THAWING);
             fz_image *img = t->fz_img;
             /* Counted before the copy: it wakes a faulting thread, which
@@ -150,18 +157,22 @@ void mote__freeze_thaw(task *t, enum freeze_cause cause)
             uint8_t outcome = fz_outcome(img);
             mote_free(img);
             t->trim_link = (list_node){NULL, NULL};
-            /* Thawed by someone else, it may stay parked, and is on no
-             * list that would freeze it again: its worker sweeps for it. */
-            if (cause != FREEZE_RESUME) {
+            /* Left parked, it is on no list that would freeze it again:
+             * its worker sweeps for it. */
+            if (stays)
                 outcome |= FZ_ORPHAN;
-                FETCH_ADD(&mote__freeze_orphans, 1, RELAXED);
-            }
             STORE(&t->fz, FZ_ACTIVE | outcome, RELEASE);
             FETCH_SUB(&mote__freeze_nfrozen, 1, RELAXED);
             FETCH_ADD(&fz.thaw_ns, (uint64_t)(mote__os_now_ns() - t0), RELAXED);
             if (r)
                 fprintf(stderr, "mote: cannot thaw the stack of task %llu: %s\n",
                         (unsigned long long)t->id, mote_strerror(r));
+            if (stays) {
+                void (*orphaned)(struct worker *) = LOAD(&fz.orphaned, ACQUIRE);
+                if (orphaned)
+                    orphaned(owner);
+                FETCH_SUB(&fz.telling, 1, RELEASE);
+            }
             return;
         }
         case FZ_THAWING: /* another thread is putting it back */
@@ -196,15 +207,13 @@ static uint8_t fz_apply_outcome(task *t, uint8_t v)
         mote__freeze_backoff(t);
     else if ((v & FZ_LONG) && t->fz_shift > 0)
         t->fz_shift--;
-    if (v & FZ_ORPHAN)
-        FETCH_SUB(&mote__freeze_orphans, 1, RELAXED);
     return (uint8_t)(v & ~(FZ_SHORT | FZ_LONG | FZ_ORPHAN));
 }
 
 void mote__freeze_resume_slow(task *t)
 {
     if (LOAD(&t->fz, ACQUIRE) & FZ_STATE)
-        mote__freeze_thaw(t, FREEZE_RESUME);
+        mote__freeze_thaw(t, FREEZE_RESUME, false);
     uint8_t v = fz_lock(t);
     fz_unlock(t, fz_apply_outcome(t, v));
 }
@@ -221,14 +230,14 @@ bool mote__freeze_adopt(task *t)
     return true;
 }
 
-void mote__freeze_touch_slow(const void *p)
+void mote__freeze_touch_slow(const void *p, bool stays)
 {
     stack_where at;
     if (!mote__stack_locate((uintptr_t)p, &at) || !at.owner)
         return;
     task *t = at.owner;
     if (LOAD(&t->fz, ACQUIRE) & FZ_STATE)
-        mote__freeze_thaw(t, FREEZE_RUNTIME);
+        mote__freeze_thaw(t, FREEZE_RUNTIME, stays);
 }
 
 /* ---- freezing ------------------------------------------------------------------ */
@@ -554,7 +563,7 @@ static void fz_fault(const os_uffd_fault *f)
         return;
     }
     fz_unlock(t, v);
-    mote__freeze_thaw(t, FREEZE_FAULT);
+    mote__freeze_thaw(t, FREEZE_FAULT, true);
 }
 
 static void *fz_handler(void *arg)
@@ -592,8 +601,10 @@ static void fz_fork_child(void)
     STORE(&fz.threshold, -1, RELAXED);
 }
 
-void mote__freeze_start(int64_t threshold_ns, bool explicit, bool mprotect_guards)
+void mote__freeze_start(int64_t threshold_ns, bool explicit, bool mprotect_guards,
+                        void (*orphaned)(struct worker *w))
 {
+    STORE(&fz.orphaned, orphaned, RELEASE);
     STORE(&fz.threshold, -1, RELAXED);
     STORE(&fz.off_reason, FREEZE_ON, RELAXED);
     if (threshold_ns < 0) {
@@ -661,6 +672,10 @@ void mote__freeze_stop(void)
         fz.handler_on = false;
     }
     STORE(&fz.threshold, -1, RELAXED);
+    /* The run's workers go after this: no thaw may still tell one. */
+    STORE(&fz.orphaned, NULL, RELEASE);
+    while (LOAD(&fz.telling, ACQUIRE))
+        sched_yield();
 }
 
 int64_t mote__freeze_threshold(void) { return LOAD(&fz.threshold, RELAXED); }
@@ -670,11 +685,7 @@ bool mote__freeze_forget(task *t)
     for (;;) {
         uint8_t v = fz_lock(t);
         switch (v & FZ_STATE) {
-        case FZ_ACTIVE:
-            if (v & FZ_ORPHAN)
-                FETCH_SUB(&mote__freeze_orphans, 1, RELAXED);
-            fz_unlock(t, (uint8_t)(v & ~FZ_ORPHAN));
-            return false;
+        case FZ_ACTIVE: fz_unlock(t, v); return false;
         case FZ_FROZEN:
             FETCH_SUB(&fz.bytes, t->fz_img->len, RELAXED);
             FETCH_SUB(&fz.frozen, 1, RELAXED);

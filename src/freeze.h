@@ -48,10 +48,11 @@ enum { FZ_ACTIVE = 0, FZ_FREEZING = 1, FZ_FROZEN = 2, FZ_THAWING = 3 };
 #define FZ_DEEP   16u /* frozen, and its 2 MiB window was emptied: no guard */
 #define FZ_SHORT  32u /* thawed soon after its freeze: raise its threshold */
 #define FZ_LONG   64u /* thawed long after: lower it */
-/* Thawed in place by another thread (a touch or a fault) while it stayed
- * parked: it left its worker's candidate list when it froze, so that
- * worker sweeps its tasks for this bit (trim.c) to queue it again.  The
- * owner clears it, at resume or in the sweep. */
+/* Thawed in place by another thread (a record written beside it, a stray
+ * access) while it stays parked: it left its worker's candidate list when
+ * it froze, so the thaw tells the worker (the hook given to
+ * mote__freeze_start), which sweeps its tasks for this bit (trim.c) and
+ * queues them again.  The owner clears it, at resume or in the sweep. */
 #define FZ_ORPHAN 128u
 
 enum freeze_cause { FREEZE_RESUME, FREEZE_RUNTIME, FREEZE_FAULT, FREEZE_NCAUSE };
@@ -76,13 +77,14 @@ typedef struct fz_image {
 /* Tasks that are not ACTIVE now, process-wide: while it is 0 no check
  * below costs more than this load. */
 extern uint64_t mote__freeze_nfrozen;
-/* Tasks with FZ_ORPHAN set, process-wide (a hint for the sweeps). */
-extern uint64_t mote__freeze_orphans;
 
 /* At the start of a run: threshold_ns < 0 turns freezing off; explicit says
  * the user asked for it (then a user-mode-only userfaultfd is accepted,
- * with a warning).  Starts the fault handler.  Never fails the run. */
-void mote__freeze_start(int64_t threshold_ns, bool explicit, bool mprotect_guards);
+ * with a warning).  Starts the fault handler.  Never fails the run.
+ * orphaned(w), on any thread, tells worker w that a task of its carries
+ * FZ_ORPHAN; it is not called once mote__freeze_stop has returned. */
+void mote__freeze_start(int64_t threshold_ns, bool explicit, bool mprotect_guards,
+                        void (*orphaned)(struct worker *w));
 /* At the end of a run, when no task remains: stops the handler. */
 void mote__freeze_stop(void);
 /* ns a task must stay parked to be frozen, or -1 when freezing is off. */
@@ -120,7 +122,9 @@ typedef struct fz_scratch {
 size_t mote__freeze_batch(task *const *cand, size_t n, fz_scratch *scratch);
 
 /* Returns when t's stack is mapped (any thread; cause for the metrics). */
-void mote__freeze_thaw(task *t, enum freeze_cause cause);
+/* stays: t may stay parked after this thaw (FZ_ORPHAN then); false when
+ * it is about to run (its resume, or a waker that claims it next). */
+void mote__freeze_thaw(task *t, enum freeze_cause cause, bool stays);
 
 /* The owner, before it switches to t. */
 void mote__freeze_resume_slow(task *t);
@@ -151,12 +155,19 @@ static inline int64_t mote__freeze_after(const task *t, int64_t threshold)
 /* The runtime, before it reads or writes a parked task's frame at p (a wait
  * record, a channel value's destination): thaws its task if frozen, without
  * the fault handler's round trip.  Correctness does not depend on it: the
- * access would fault and be thawed anyway. */
-void mote__freeze_touch_slow(const void *p);
+ * access would fault and be thawed anyway.  _touch: the task may stay
+ * parked (a neighbour's record, a look at its state); _touch_waking: the
+ * caller claims it next, or someone else did (no sweep is needed for it). */
+void mote__freeze_touch_slow(const void *p, bool stays);
 static inline void mote__freeze_touch(const void *p)
 {
     if (__builtin_expect(LOAD(&mote__freeze_nfrozen, RELAXED) != 0, 0))
-        mote__freeze_touch_slow(p);
+        mote__freeze_touch_slow(p, true);
+}
+static inline void mote__freeze_touch_waking(const void *p)
+{
+    if (__builtin_expect(LOAD(&mote__freeze_nfrozen, RELAXED) != 0, 0))
+        mote__freeze_touch_slow(p, false);
 }
 
 /* Reads len bytes at addr of t's stack without thawing it (diagnostics):

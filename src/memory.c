@@ -39,7 +39,8 @@ bool mote__memory_trim_due(worker *w, int64_t now)
 {
     if (rt.cfg.memlimit && (mote__memory_used(false), LOAD(&rt.pressure, RELAXED)))
         return true;
-    return LOAD(&rt.release_epoch, RELAXED) != w->release_seen || now >= w->trim.next;
+    return LOAD(&rt.release_epoch, RELAXED) != w->release_seen || now >= w->trim.next ||
+           mote__trim_orphans_due(&w->trim);
 }
 
 void mote__memory_trim(worker *w, int64_t now)
@@ -54,7 +55,7 @@ void mote__memory_trim(worker *w, int64_t now)
         w->release_seen = epoch;
         force = true;
     }
-    if (force || now >= w->trim.next)
+    if (force || now >= w->trim.next || mote__trim_orphans_due(&w->trim))
         mote__trim_run(&w->trim, &w->stacks, w->current, now, force);
 }
 

@@ -141,6 +141,14 @@ static void sched_release_dead(worker *w)
 
 static void sched_exit_books(worker *w, task *t);
 
+/* freeze.c's hook, on any thread: a task of w's was thawed in place and
+ * stays parked; w sweeps for it (trim.c), woken for it if asleep. */
+static void sched_orphaned(struct worker *w)
+{
+    mote__trim_orphaned(&w->trim);
+    mote__sched_wake(w);
+}
+
 void mote__sched_switch(worker *w, task *from, task *to)
 {
     arch_ctx *fc = from ? &from->ctx : &w->sched_ctx;
@@ -238,7 +246,8 @@ static bool sched_chores_due(worker *w)
         return true;
     if (w->tick & 15)
         return false;
-    bool trim = w->trim.next != INT64_MAX && (!(w->tick & 63) || w->trim.delay == 0);
+    bool trim = (w->trim.next != INT64_MAX && (!(w->tick & 63) || w->trim.delay == 0)) ||
+                mote__trim_orphans_due(&w->trim);
     bool poll = mote__netpoll_active();
     if (!trim && !poll)
         return false;
@@ -402,7 +411,8 @@ static void sched_idle(worker *w)
 
     STORE(&w->sleeping, 1, SEQ_CST);
     FETCH_ADD(&rt.nsleeping, 1, SEQ_CST);
-    if (!sched_has_work(w)) {
+    /* (an orphan told after the trim above: round again, to sweep for it) */
+    if (!sched_has_work(w) && !mote__trim_orphans_due(&w->trim)) {
         int64_t tnext = mote__timer_next(&w->timers), next = tnext;
         if (w->starved_since && w->starved_since + SCHED_STARVED_BACKOFF < next)
             next = w->starved_since + SCHED_STARVED_BACKOFF;
@@ -646,7 +656,8 @@ int mote_run(mote_fn main_fn, void *arg)
     }
     mote__overflow_install();
     mote__stack_configure(rt.cfg.guard_mprotect);
-    mote__freeze_start(rt.cfg.freeze_ns, rt.cfg.freeze_explicit, rt.cfg.guard_mprotect);
+    mote__freeze_start(rt.cfg.freeze_ns, rt.cfg.freeze_explicit, rt.cfg.guard_mprotect,
+                       sched_orphaned);
     mote__offload_configure(rt.cfg.blocking_threads);
     int n = rt.cfg.workers;
     worker *ws = mote_aligned_alloc(64, sizeof(worker) * (size_t)n);

@@ -67,6 +67,7 @@ struct task { /* ordered to pack: 160 bytes in a plain build */
     uint8_t trim_shift : 3; /* its trim delay is the base << this (trim.c) */
     uint8_t trimmed : 1;    /* trimmed since it parked; still a freeze candidate */
     uint8_t fz_shift : 3;   /* its freeze threshold is MOTE_STACK_FREEZE << this */
+    uint8_t in_limbo : 1;   /* queued on trim_state.limbo, not .parked (trim.c) */
     uint8_t fz;             /* atomic: freeze state and lock bits (freeze.h) */
     sanfiber_ctx san;       /* sanitizer and valgrind stack state */
 };

@@ -77,7 +77,12 @@ static void trim_set_bucket(trim_state *s, task *t, int b)
 static void trim_unlink(trim_state *s, task *t)
 {
     mote__assert(t->trim_queued);
-    list_remove(&s->parked, &t->trim_link);
+    if (t->in_limbo) {
+        list_remove(&s->limbo, &t->trim_link);
+        t->in_limbo = 0;
+    } else {
+        list_remove(&s->parked, &t->trim_link);
+    }
     t->trim_queued = false;
     s->n--;
 }
@@ -274,39 +279,47 @@ void mote__trim_forget(trim_state *s, task *t)
     trim_set_bucket(s, t, -1);
 }
 
-/* A task frozen and then thawed by another thread (it touched the task's
- * stack: a wait record, a fault) while the task stayed parked is on no
- * list: it left the candidates when it froze.  Such tasks carry FZ_ORPHAN;
- * while any exists, each worker walks its tasks, TRIM_SWEEP_MAX a call,
- * and queues its own again (a stack left resident until its task next
- * ran: the one task in thousands parked on one channel that stayed
- * unfrozen when a park came more than a threshold after the one before,
- * whose record it writes).  The walk goes on from where it stopped;
- * mote__trim_on_unlist moves it past a task that leaves. */
+/* A task frozen and then thawed by another thread while it stayed parked
+ * (a task that parked behind it wrote its record, a stray access) is on
+ * no list: it left the candidates when it froze, and stayed resident until
+ * it next ran (the one task in thousands parked on one channel that the
+ * idle tests found unfrozen, when a park came more than a threshold after
+ * the one before).  The thaw marks it FZ_ORPHAN and sets s->orphaned; the
+ * worker then walks its tasks, TRIM_SWEEP_MAX a step, a step at most every
+ * TRIM_SWEEP_EVERY, and puts its orphans in limbo, which joins the
+ * candidates at the next step: at least that long after the thaw, whose
+ * thread often writes the record next (frozen again before, the task
+ * would fault its way back).  The walk goes on from where it stopped
+ * (mote__trim_on_unlist moves it past a task that leaves), and once more
+ * from the top if another orphan came meanwhile. */
 static void trim_sweep(trim_state *s, const task *current, int64_t now)
 {
     if (now < s->sweep_next)
         return;
-    if (!s->sweep_at) {
-        if (!LOAD(&mote__freeze_orphans, RELAXED) || !s->all)
-            return;
+    for (list_node *n; (n = list_pop_front(&s->limbo));) {
+        task *t = list_entry(n, task, trim_link);
+        t->in_limbo = 0;
+        list_push_back(&s->parked, &t->trim_link);
+    }
+    if (XCHG(&s->orphaned, 0, ACQUIRE))
+        s->sweep_again = true;
+    if (!s->sweep_at && s->sweep_again && s->all) {
+        s->sweep_again = false;
         s->sweep_at = s->all->head;
     }
+    if (!s->sweep_at)
+        return;
     s->sweep_next = now + TRIM_SWEEP_EVERY;
     for (uint32_t k = 0; s->sweep_at && k < TRIM_SWEEP_MAX; k++) {
         task *t = list_entry(s->sweep_at, task, all_link);
         s->sweep_at = s->sweep_at->next;
-        if (t == current || !mote__freeze_adopt(t))
+        if (t == current || !mote__freeze_adopt(t) || t->trim_queued ||
+            LOAD(&t->wait_state, ACQUIRE) != TASK_WAITING)
             continue;
-        if (t->trim_queued || LOAD(&t->wait_state, ACQUIRE) != TASK_WAITING)
-            continue;
-        /* Due a threshold from now, not from its park: whoever thawed it
-         * is often a waker about to claim it, which writes its record next
-         * (frozen again before that, it would fault its way back).  (Not
-         * over the stamp of a netpoller that readied it meanwhile.) */
-        int64_t was = LOAD(&t->parked_at, RELAXED);
-        CAS(&t->parked_at, &was, now, RELAXED);
-        trim_link(s, t);
+        list_push_back(&s->limbo, &t->trim_link);
+        t->in_limbo = 1;
+        t->trim_queued = true;
+        s->n++;
     }
 }
 
@@ -408,16 +421,11 @@ void mote__trim_run(trim_state *s, stack_cache *cache, task *current, int64_t no
         mote__stack_pool_decay(cache, &s->pages, force ? OS_PAGE : s->pool_depth, force);
         s->next_decay = now + TRIM_DECAY_PERIOD;
     }
-    /* While a task is frozen, it may be thawed in place on any thread,
-     * which cannot wake this worker: look again every threshold (a sweep
-     * not finished: at its next step). */
-    if (s->sweep_at && s->sweep_next < next)
+    /* A sweep under way, its finds in limbo, or an orphan come too soon
+     * after the last step: the next step. */
+    if ((s->sweep_at || s->sweep_again || s->limbo.head || LOAD(&s->orphaned, RELAXED)) &&
+        s->sweep_next < next)
         next = s->sweep_next;
-    else if (s->freeze_after >= 0 &&
-             (LOAD(&mote__freeze_nfrozen, RELAXED) ||
-              LOAD(&mote__freeze_orphans, RELAXED)) &&
-             now + s->freeze_after < next)
-        next = now + s->freeze_after;
     if (s->n == 0 && next == INT64_MAX) {
         /* Pool decay only matters while something is pooled. */
         if (mote__stack_cache_count(cache))
@@ -432,8 +440,11 @@ void mote__trim_fini(trim_state *s)
 {
     FETCH_ADD(&trim_global_trimmed, s->pages.released, RELAXED);
     s->parked.head = s->parked.tail = NULL;
+    s->limbo.head = s->limbo.tail = NULL;
     s->n = 0;
     s->sweep_at = NULL;
+    s->sweep_again = false;
+    STORE(&s->orphaned, 0, RELAXED);
 }
 
 uint64_t mote__trim_total_trimmed(void) { return LOAD(&trim_global_trimmed, RELAXED); }

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "atomic.h"
 #include "freeze.h"
 #include "list.h"
 #include "pagebatch.h"
@@ -40,13 +41,19 @@ enum trim_mode { TRIM_OFF = 0, TRIM_LAZY = 1, TRIM_EAGER = 2 };
 typedef struct trim_state {
     list parked; /* candidates (task.trim_link), oldest first */
     uint32_t n;
-    list *all;           /* the worker's started tasks (task.all_link) */
-    list_node *sweep_at; /* where the sweep for orphans goes on, or NULL */
-    int64_t sweep_next;  /* no sweep step before */
-    int64_t delay;       /* ns a task stays parked before a trim; <0 off */
-    int64_t clock;       /* coarse now, refreshed at scheduling checks */
-    int64_t next;        /* when mote__trim_run next has work; INT64_MAX none */
-    int64_t next_decay;  /* next pool decay */
+    /* Tasks of ours thawed in place (FZ_ORPHAN), found by a sweep of all:
+     * orphaned says one is waiting (atomic: set by the thawing thread,
+     * mote__trim_orphaned); limbo holds the last step's finds. */
+    int orphaned;
+    bool sweep_again; /* orphaned again during a sweep: one more */
+    list *all;        /* the worker's started tasks (task.all_link) */
+    list_node *sweep_at;
+    int64_t sweep_next;
+    list limbo;
+    int64_t delay;      /* ns a task stays parked before a trim; <0 off */
+    int64_t clock;      /* coarse now, refreshed at scheduling checks */
+    int64_t next;       /* when mote__trim_run next has work; INT64_MAX none */
+    int64_t next_decay; /* next pool decay */
     uint32_t starts;
     uint64_t pool_depth;         /* bytes the pool keeps resident per stack */
     uint64_t hist[TRIM_NBUCKET]; /* live tasks by last high water (atomic) */
@@ -71,6 +78,14 @@ void mote__trim_on_park(trim_state *s, task *t);
 /* A task takes its stack (before it first runs): a depth sample when
  * sample (the first of its entry function), or one start in 256. */
 void mote__trim_on_start(trim_state *s, task *t, bool sample);
+/* Any thread: a task of s's worker was thawed in place (FZ_ORPHAN).  The
+ * caller wakes the worker after it. */
+static inline void mote__trim_orphaned(trim_state *s) { STORE(&s->orphaned, 1, SEQ_CST); }
+/* Whether the worker must run mote__trim_run for an orphan. */
+static inline bool mote__trim_orphans_due(trim_state *s)
+{
+    return LOAD(&s->orphaned, SEQ_CST) != 0;
+}
 /* t leaves the worker's list of started tasks (before the removal). */
 void mote__trim_on_unlist(trim_state *s, task *t);
 /* A task has exited (stack still held): unqueue, finish a sample. */

@@ -38,7 +38,9 @@ void mote__waitq_publish_front(mote_waitq *q, int *lock, waiter *w, void *obj)
 waiter *mote__waitq_claim(mote_waitq *q)
 {
     for (list_node *n = q->head; n; n = n->next) {
-        mote__freeze_touch(n); /* records live on parked stacks */
+        /* Records live on parked stacks.  Its task runs next: claimed here,
+         * or (a stale record) by whoever did. */
+        mote__freeze_touch_waking(n);
         waiter *w = list_entry(n, waiter, link);
         if (mote__park_claim(w->t)) {
             mote__waitq_unlink(w);
