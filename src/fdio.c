@@ -20,6 +20,7 @@
 
 #include "atomic.h"
 #include "netpoll.h"
+#include "os/os.h"
 #include "park.h"
 
 /* Sockets take recv/send: no file-layer checks (~90 ns less a call), and
@@ -397,7 +398,7 @@ int mote_connect(int fd, const struct sockaddr *addr, socklen_t len, int64_t tim
 
 int mote_close(int fd)
 {
-    if (fd < 0)
+    if (fd < 0 || mote__os_fd_is_own(fd)) /* (a stale number of the program's) */
         return -EBADF;
     uint32_t seq = mote__netpoll_close_begin(fd);
     int r = close(fd) == 0 ? 0 : -errno;

@@ -592,10 +592,8 @@ static void *fz_handler(void *arg)
  * starts afresh. */
 static void fz_fork_child(void)
 {
-    if (fz.ufd >= 0)
-        close(fz.ufd);
-    if (fz.stop_fd >= 0)
-        close(fz.stop_fd);
+    mote__os_fd_close_own(fz.ufd);
+    mote__os_fd_close_own(fz.stop_fd);
     fz.ufd = fz.stop_fd = -1;
     fz.handler_on = false;
     STORE(&fz.threshold, -1, RELAXED);

@@ -54,8 +54,8 @@ static void netpoll_fork_child(void)
 {
     /* The epoll instance is shared with the parent: a new one, lazily. */
     if (LOAD(&np.state, RELAXED) == 1) {
-        close(np.epfd);
-        close(np.efd);
+        mote__os_fd_close_own(np.epfd);
+        mote__os_fd_close_own(np.efd);
     }
     STORE(&np.state, 0, RELAXED);
     STORE(&np.init_lock, 0, RELAXED);
@@ -81,11 +81,11 @@ static int netpoll_init(void)
         int ev = ep >= 0 ? mote__os_event_create() : ep;
         if (ep < 0 || ev < 0) {
             if (ep >= 0)
-                close(ep);
+                mote__os_fd_close_own(ep);
             st = ep < 0 ? ep : ev;
         } else if ((st = mote__os_poll_add_level(ep, ev, NETPOLL_BREAK_TAG)) != 0) {
-            close(ep);
-            close(ev);
+            mote__os_fd_close_own(ep);
+            mote__os_fd_close_own(ev);
         } else {
             np.epfd = ep;
             np.efd = ev;
@@ -151,7 +151,7 @@ int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out, uint32_t *seq)
     if (pd->gen != gen) {
         /* mote's own descriptors are not the program's (a number the
          * program closed may be one of them now) */
-        if (fd == np.epfd || fd == np.efd) {
+        if (mote__os_fd_is_own(fd)) {
             spin_unlock(&pd->lock);
             return -EBADF;
         }

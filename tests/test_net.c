@@ -729,8 +729,9 @@ static void misuse_in_task(void *arg)
     CHECK_EQ(mote_dial_tcp("localhost", 0), -EINVAL);
     CHECK_EQ(mote_dial_tcp(":80", 0), -EINVAL);
     CHECK_EQ(mote_offload(NULL, NULL), -EINVAL);
-    /* mote's own epoll instance (a number the program closed may be it
-     * now): not the program's to wait on */
+    /* mote's own descriptors, its epoll instance, eventfds, userfaultfd
+     * and pidfd (a number the program closed may be one of them now): not
+     * the program's to wait on, read or close */
     int pp[2];
     CHECK_EQ(pipe2(pp, O_CLOEXEC), 0);
     CHECK_EQ(mote_read(pp[0], buf, 0, 0), 0); /* the poller exists now */
@@ -744,13 +745,18 @@ static void misuse_in_task(void *arg)
         if (n <= 0)
             continue;
         link[n] = 0;
-        if (strcmp(link, "anon_inode:[eventpoll]"))
+        if (strcmp(link, "anon_inode:[eventpoll]") &&
+            strcmp(link, "anon_inode:[eventfd]") &&
+            strcmp(link, "anon_inode:[userfaultfd]") &&
+            strcmp(link, "anon_inode:[pidfd]"))
             continue;
         found++;
         CHECK_EQ(mote_read(fd, buf, 1, 0), -EBADF);
         CHECK_EQ(mote_wait_fd(fd, MOTE_READABLE, 0), -EBADF);
+        CHECK_EQ(mote_close(fd), -EBADF);
+        CHECK(fcntl(fd, F_GETFD) >= 0); /* still open */
     }
-    CHECK(found >= 1);
+    CHECK(found >= 2); /* the poller's epoll instance and eventfd at least */
 }
 
 TEST(misuse_inside_a_task_is_an_error) { CHECK_EQ(mote_run(misuse_in_task, NULL), 0); }

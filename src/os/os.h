@@ -213,6 +213,16 @@ int mote__os_fd_kind(int fd);
 /* Makes fd non-blocking (one fcntl when it already is). 0 or -errno. */
 int mote__os_fd_nonblock(int fd);
 
+/* mote's own descriptors: the epoll instance, eventfds, the userfaultfd and
+ * the pidfd that this layer makes (some lazily, mid-run).  A number the
+ * program closed may be one of them now: mote's I/O calls and mote_close
+ * refuse them (-EBADF), so a stale number in the program reaches none of
+ * mote's.  mote__os_fd_close_own closes one and forgets it. */
+bool mote__os_fd_is_own(int fd);
+void mote__os_fd_close_own(int fd);
+/* (for this layer's creators) fd is mote's own from now on */
+void mote__os_fd_own(int fd);
+
 /* ---- symbols (symbol.c) ---- */
 
 /* Writes the name of the function containing addr into buf: dladdr first

@@ -1,6 +1,9 @@
 /*
- * fd.c - what kind of descriptor an fd is, and making it non-blocking
- * (see os.h).  Stateless.
+ * fd.c - what kind of descriptor an fd is, making it non-blocking, and
+ * the set of mote's own descriptors (see os.h).  The set is a few atomic
+ * slots: added to by the creators (at most five are open at once: an
+ * epoll instance, two eventfds, a userfaultfd, a pidfd), read by any
+ * thread; a slot holds -1 or an open descriptor of mote's.
  */
 #include "os/os.h"
 
@@ -8,6 +11,42 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "atomic.h"
+
+#define OS_OWN_FDS 16
+static int os_own[OS_OWN_FDS] = {[0 ... OS_OWN_FDS - 1] = -1};
+
+void mote__os_fd_own(int fd)
+{
+    if (fd < 0)
+        return;
+    for (int i = 0; i < OS_OWN_FDS; i++) {
+        int none = -1;
+        if (CAS(&os_own[i], &none, fd, RELEASE))
+            return;
+    }
+    /* (not reached: five at most are open at once) */
+}
+
+bool mote__os_fd_is_own(int fd)
+{
+    for (int i = 0; i < OS_OWN_FDS; i++)
+        if (LOAD(&os_own[i], ACQUIRE) == fd)
+            return fd >= 0;
+    return false;
+}
+
+void mote__os_fd_close_own(int fd)
+{
+    if (fd < 0)
+        return;
+    for (int i = 0; i < OS_OWN_FDS; i++)
+        if (LOAD(&os_own[i], RELAXED) == fd)
+            STORE(&os_own[i], -1, RELEASE);
+    close(fd);
+}
 
 int mote__os_fd_kind(int fd)
 {

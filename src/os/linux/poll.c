@@ -26,7 +26,10 @@
 int mote__os_poll_create(void)
 {
     int fd = epoll_create1(EPOLL_CLOEXEC);
-    return fd >= 0 ? fd : -errno;
+    if (fd < 0)
+        return -errno;
+    mote__os_fd_own(fd);
+    return fd;
 }
 
 static int os_poll_ctl_add(int epfd, int fd, uint32_t events, uint64_t data)
@@ -97,7 +100,10 @@ int mote__os_poll_wait(int epfd, os_poll_event *ev, int max, int64_t timeout_ns)
 int mote__os_event_create(void)
 {
     int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    return fd >= 0 ? fd : -errno;
+    if (fd < 0)
+        return -errno;
+    mote__os_fd_own(fd);
+    return fd;
 }
 
 void mote__os_event_signal(int efd)

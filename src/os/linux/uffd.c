@@ -88,6 +88,7 @@ int mote__os_uffd_open(bool allow_user_only, int *mode)
         close(fd);
         return r;
     }
+    mote__os_fd_own(fd);
     return fd;
 }
 

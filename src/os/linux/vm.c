@@ -150,10 +150,10 @@ static int os_pidfd(void)
     if (nfd < 0)
         nfd = -1;
     STORE(&os_self_pidfd_pid, me, RELAXED);
+    mote__os_fd_own(nfd);
     int expect = -2;
     if (!CAS_F(&os_self_pidfd, &expect, nfd, ACQ_REL, ACQUIRE)) {
-        if (nfd >= 0)
-            close(nfd);
+        mote__os_fd_close_own(nfd);
         return expect;
     }
     return nfd;
