@@ -309,11 +309,14 @@ MOTE_API int mote_listen_tcp(const char *addr, int backlog);
  * with -ETIMEDOUT once it returns); an address needs no lookup. */
 MOTE_API int mote_dial_tcp(const char *addr, int64_t timeout_ns);
 /* Wakes every task waiting on fd with -ECANCELED, forgets fd, then closes
- * it: 0 or -errno of close(2) (-EBADF).  A call of the ones above that is
- * inside its system call on fd finishes first (the close waits for it:
- * a socket call, or a file read or write on the blocking pool), and one
- * that would start one gets -ECANCELED: no call reaches the number once
- * another descriptor may have it. */
+ * it: 0 or -errno of close(2) (-EBADF; also for a second close of fd while
+ * the first is under way).  A call of the ones above that is inside its
+ * system call on fd (a socket call, or a file read or write on the
+ * blocking pool) finishes first: the number is then closed, and freed for
+ * another descriptor, when it does, and mote_close returns 0 at once
+ * without waiting for it.  A call that would start one meanwhile gets
+ * -ECANCELED.  So no call reaches the number once another descriptor may
+ * have it. */
 MOTE_API int mote_close(int fd);
 /* Runs fn(arg) on a thread of the blocking pool while the task parks (the
  * pool grows on demand up to MOTE_BLOCKING_THREADS, shrinks when idle; at

@@ -34,13 +34,15 @@ static inline bool fdio_is_socket(const pdesc *pd)
  * ECANCELED once the descriptor is being closed. */
 static ssize_t fdio_read_once(pdesc *pd, uint32_t seq, int fd, void *buf, size_t n)
 {
-    int r = mote__netpoll_enter(pd, seq);
+    int r = mote__netpoll_enter(pd, seq, fd);
     if (r) {
         errno = -r;
         return -1;
     }
     ssize_t k = fdio_is_socket(pd) ? recv(fd, buf, n, 0) : read(fd, buf, n);
-    mote__netpoll_leave(pd);
+    int e = errno;
+    mote__netpoll_leave(pd, fd); /* (may close fd: mote_close came meanwhile) */
+    errno = e;
     return k;
 }
 
@@ -100,10 +102,17 @@ int mote_wait_fd(int fd, int events, int64_t timeout_ns)
         if (events & MOTE_WRITABLE)
             STORE(&pd->ready[PD_WRITE], 0, SEQ_CST);
         struct pollfd p = {.fd = fd, .events = want};
-        if ((r = mote__netpoll_enter(pd, seq)))
+        if ((r = mote__netpoll_enter(pd, seq, fd))) {
+            /* (closed: the number and its flags may be another
+             * descriptor's by now, whose readiness we took) */
+            if (events & MOTE_READABLE)
+                STORE(&pd->ready[PD_READ], 1, RELAXED);
+            if (events & MOTE_WRITABLE)
+                STORE(&pd->ready[PD_WRITE], 1, RELAXED);
             return r;
+        }
         int pr = poll(&p, 1, 0), e = errno;
-        mote__netpoll_leave(pd);
+        mote__netpoll_leave(pd, fd);
         if (pr < 0 && e != EINTR)
             return -e;
         if (p.revents & POLLNVAL)
@@ -135,16 +144,18 @@ typedef struct file_io {
     bool write;
 } file_io;
 
-/* On the blocking pool: in flight there, where the call runs. */
+/* On the blocking pool: in flight there, where the call runs.  io is on
+ * the task's stack, which is gone once its run ended (the call finishes on
+ * its own): nothing of it is read after the system call. */
 static intptr_t file_io_run(void *arg)
 {
-    file_io *io = arg;
-    int r = mote__netpoll_enter(io->pd, io->seq);
+    file_io io = *(file_io *)arg;
+    int r = mote__netpoll_enter(io.pd, io.seq, io.fd);
     if (r)
         return r;
-    ssize_t k = io->write ? write(io->fd, io->buf, io->n) : read(io->fd, io->buf, io->n);
+    ssize_t k = io.write ? write(io.fd, io.buf, io.n) : read(io.fd, io.buf, io.n);
     int e = errno;
-    mote__netpoll_leave(io->pd);
+    mote__netpoll_leave(io.pd, io.fd);
     return k >= 0 ? k : -e;
 }
 
@@ -216,7 +227,7 @@ static void fdio_eat_sigpipe(void)
 /* One write, in flight for mote_close, as fdio_read_once. */
 static ssize_t fdio_write_once(pdesc *pd, uint32_t seq, int fd, const char *p, size_t n)
 {
-    int r = mote__netpoll_enter(pd, seq);
+    int r = mote__netpoll_enter(pd, seq, fd);
     if (r) {
         errno = -r;
         return -1;
@@ -232,7 +243,7 @@ static ssize_t fdio_write_once(pdesc *pd, uint32_t seq, int fd, const char *p, s
         }
     }
     int e = errno;
-    mote__netpoll_leave(pd);
+    mote__netpoll_leave(pd, fd);
     errno = e;
     return k;
 }
@@ -308,11 +319,13 @@ int mote_accept(int lfd, struct sockaddr *addr, socklen_t *addrlen, int64_t time
     int64_t deadline = mote__park_deadline(timeout_ns);
     for (;;) {
         if (XCHG(&pd->ready[PD_READ], 0, ACQUIRE)) {
-            if ((r = mote__netpoll_enter(pd, seq)))
+            if ((r = mote__netpoll_enter(pd, seq, lfd))) {
+                STORE(&pd->ready[PD_READ], 1, RELAXED); /* as in mote_wait_fd */
                 return r;
+            }
             int fd = accept4(lfd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
             int e = errno;
-            mote__netpoll_leave(pd);
+            mote__netpoll_leave(pd, lfd);
             errno = e;
             if (fd >= 0) {
                 mote__netpoll_fresh(fd);
@@ -367,11 +380,11 @@ int mote_connect(int fd, const struct sockaddr *addr, socklen_t len, int64_t tim
     uint32_t seq;
     if ((r = mote__netpoll_get(fd, false, &pd, &seq)))
         return r;
-    if ((r = mote__netpoll_enter(pd, seq)))
+    if ((r = mote__netpoll_enter(pd, seq, fd)))
         return r;
     STORE(&pd->ready[PD_WRITE], 0, RELAXED);
     int cr = connect(fd, addr, len), e = errno;
-    mote__netpoll_leave(pd);
+    mote__netpoll_leave(pd, fd);
     if (cr == 0) {
         STORE(&pd->ready[PD_WRITE], 1, RELAXED);
         return 0;
@@ -386,10 +399,10 @@ int mote_connect(int fd, const struct sockaddr *addr, socklen_t len, int64_t tim
         r = mote__netpoll_wait(fd, pd, seq, PD_WANT_WRITE, deadline);
         if (r)
             return r;
-        if ((r = mote__netpoll_enter(pd, seq)))
+        if ((r = mote__netpoll_enter(pd, seq, fd)))
             return r;
         r = connect_outcome(fd);
-        mote__netpoll_leave(pd);
+        mote__netpoll_leave(pd, fd);
         if (r <= 0)
             return r;
         STORE(&pd->ready[PD_WRITE], 0, RELAXED);
@@ -400,8 +413,5 @@ int mote_close(int fd)
 {
     if (fd < 0 || mote__os_fd_is_own(fd)) /* (a stale number of the program's) */
         return -EBADF;
-    uint32_t seq = mote__netpoll_close_begin(fd);
-    int r = close(fd) == 0 ? 0 : -errno;
-    mote__netpoll_close_end(fd, seq);
-    return r;
+    return mote__netpoll_close(fd);
 }

@@ -59,6 +59,14 @@ static void netpoll_fork_child(void)
     }
     STORE(&np.state, 0, RELAXED);
     STORE(&np.init_lock, 0, RELAXED);
+    /* Calls in flight and closes under way were the parent's threads'. */
+    for (size_t c = 0; c < PD_MAX_FD / PD_CHUNK; c++) {
+        pdesc *chunk = LOAD(&np.chunks[c], RELAXED);
+        for (size_t i = 0; chunk && i < PD_CHUNK; i++) {
+            STORE(&chunk[i].busy, 0, RELAXED);
+            STORE(&chunk[i].lock, 0, RELAXED);
+        }
+    }
     STORE(&np.poller, 0, RELAXED);
     STORE(&np.nwaiting, 0, RELAXED);
     STORE(&np.nfds, 0, RELAXED);
@@ -130,6 +138,24 @@ static uint64_t pd_tag(int fd, uint32_t seq)
     return (uint64_t)seq << 32 | (uint32_t)fd;
 }
 
+/* While a close(2) of pd's number runs: the number may be a new
+ * descriptor's right after it (the caller's: it made one, or was given
+ * one).  Microseconds, mostly; but a socket with SO_LINGER blocks in its
+ * close after it freed the number, for as long as it lingers: a task
+ * sleeps through that, not its worker.  (The call's own timeout does not
+ * cut this wait short.) */
+static void pd_wait_close_now(pdesc *pd)
+{
+    for (unsigned i = 0; LOAD(&pd->busy, ACQUIRE) & PD_CLOSE_NOW; i++) {
+        if (i < 64)
+            spin_relax();
+        else if (mote__self())
+            mote_sleep(50000); /* 50 us */
+        else
+            nanosleep(&(struct timespec){0, 50000}, NULL);
+    }
+}
+
 int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out, uint32_t *seq)
 {
     if (fd < 0 || fd >= PD_MAX_FD)
@@ -147,7 +173,13 @@ int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out, uint32_t *seq)
     *seq = LOAD(&pd->seq, ACQUIRE);
     if (__builtin_expect(LOAD(&pd->gen, ACQUIRE) == gen, 1))
         return 0;
+    pd_wait_close_now(pd);
     spin_lock(&pd->lock);
+    /* Still closing: the number is the closing descriptor's. */
+    if (LOAD(&pd->busy, RELAXED) & PD_CLOSING) {
+        spin_unlock(&pd->lock);
+        return -EBADF;
+    }
     if (pd->gen != gen) {
         /* mote's own descriptors are not the program's (a number the
          * program closed may be one of them now) */
@@ -247,73 +279,94 @@ int mote__netpoll_wait(int fd, pdesc *pd, uint32_t seq, int dirs, int64_t deadli
     return r;
 }
 
-/* Forgets fd's registration, if any and if its seq is still *seq (any
- * when seq is NULL): its waiters wake with -ECANCELED and its events are
- * stale. */
-static void pd_forget(int fd, const uint32_t *seq)
+/* Lock held.  Forgets pd's registration: its waiters go on *list (to wake
+ * with -ECANCELED), its events are stale; whether it had one. */
+static bool pd_forget_locked(pdesc *pd, waiter **list)
+{
+    if (!pd->gen)
+        return false;
+    /* (a registration from before a fork was never counted in this
+     * process) */
+    if (pd->gen == LOAD(&np.gen, RELAXED) && pd->kind != OS_FD_FILE)
+        FETCH_SUB(&np.nfds, 1, RELAXED);
+    /* gen first: a call that reads the new seq (fast path: seq, then
+     * gen) must find the registration gone too */
+    STORE(&pd->gen, 0, RELEASE);
+    STORE(&pd->seq, pd->seq + 1, RELEASE);
+    mote__waitq_claim_all(&pd->waiters[PD_READ], -ECANCELED, list);
+    mote__waitq_claim_all(&pd->waiters[PD_WRITE], -ECANCELED, list);
+    return true;
+}
+
+/* Forgets fd's registration, if any. */
+static void pd_forget(int fd)
 {
     if (fd < 0 || fd >= PD_MAX_FD || LOAD(&np.state, ACQUIRE) != 1)
         return;
     pdesc *pd = pd_lookup(fd);
-    if (!pd || (!LOAD(&pd->gen, ACQUIRE) && !(LOAD(&pd->busy, ACQUIRE) & PD_CLOSING)))
+    if (!pd || !LOAD(&pd->gen, ACQUIRE))
         return;
     waiter *list = NULL;
     spin_lock(&pd->lock);
-    bool ours = !seq || pd->seq == *seq;
-    if (pd->gen && ours) {
-        /* (a registration from before a fork was never counted in this
-         * process) */
-        if (pd->gen == LOAD(&np.gen, RELAXED) && pd->kind != OS_FD_FILE)
-            FETCH_SUB(&np.nfds, 1, RELAXED);
-        STORE(&pd->seq, pd->seq + 1, RELEASE); /* its events are now stale */
-        STORE(&pd->gen, 0, RELEASE);
-        mote__waitq_claim_all(&pd->waiters[PD_READ], -ECANCELED, &list);
-        mote__waitq_claim_all(&pd->waiters[PD_WRITE], -ECANCELED, &list);
-    }
-    /* The number is free for the next descriptor: after the seq, so a call
-     * that finds the flag gone finds the new seq too (mote__netpoll_enter). */
-    if (ours)
-        FETCH_AND(&pd->busy, ~PD_CLOSING, RELEASE);
+    pd_forget_locked(pd, &list);
     spin_unlock(&pd->lock);
     mote__waitq_wake(list);
 }
 
-uint32_t mote__netpoll_close_begin(int fd)
+/* Closes fd, whose close this caller claimed (PD_CLOSE_NOW set), then
+ * lets the number be registered again. */
+static int pd_close_now(pdesc *pd, int fd)
 {
-    if (fd < 0 || fd >= PD_MAX_FD || LOAD(&np.state, ACQUIRE) != 1)
-        return 0;
-    pdesc *pd = pd_lookup(fd);
-    if (!pd)
-        return 0;
-    /* Under the lock: a waiter parked after its last system call on fd
-     * (publishing under this lock), and our close(2) comes after that
-     * (TSan sees the order too). */
-    spin_lock(&pd->lock);
-    uint32_t seq = pd->seq;
-    bool registered = pd->gen != 0;
-    FETCH_OR(&pd->busy, PD_CLOSING, ACQ_REL); /* no system call starts now */
-    spin_unlock(&pd->lock);
-    if (registered)
-        mote__os_poll_del(np.epfd, fd); /* a dup elsewhere must not report */
-    /* ... and none is left running when the number goes: a socket call
-     * is over in microseconds; a file's on the pool may take a disk's
-     * time, which the closing task sleeps through, not its worker. */
-    for (unsigned i = 0; LOAD(&pd->busy, ACQUIRE) & ~PD_CLOSING; i++) {
-        if (i < 64)
-            spin_relax();
-        else if (i < 128)
-            sched_yield();
-        else if (mote__self())
-            mote_sleep(100000); /* 0.1 ms */
-        else
-            nanosleep(&(struct timespec){0, 100000}, NULL);
-    }
-    return seq;
+    int r = close(fd) == 0 ? 0 : -errno;
+    FETCH_AND(&pd->busy, ~(PD_CLOSING | PD_CLOSE_NOW), RELEASE);
+    return r;
 }
 
-void mote__netpoll_close_end(int fd, uint32_t seq) { pd_forget(fd, &seq); }
+void mote__netpoll_close_last(pdesc *pd, int fd)
+{
+    /* (a call that backs out of a closing descriptor may be last too: the
+     * CAS lets one party close) */
+    uint32_t want = PD_CLOSING;
+    if (CAS(&pd->busy, &want, PD_CLOSING | PD_CLOSE_NOW, ACQ_REL))
+        (void)pd_close_now(pd, fd); /* nobody is left to hear its result */
+}
 
-void mote__netpoll_fresh(int fd) { pd_forget(fd, NULL); }
+int mote__netpoll_close(int fd)
+{
+    pdesc *pd =
+        fd >= 0 && fd < PD_MAX_FD && LOAD(&np.state, ACQUIRE) == 1 ? pd_lookup(fd) : NULL;
+    if (!pd) /* never registered: the poller or its table chunk is not made */
+        return close(fd) == 0 ? 0 : -errno;
+    pd_wait_close_now(pd);
+    waiter *list = NULL;
+    /* Under the lock: a waiter parked after its last system call on fd
+     * (publishing under this lock) is woken here; and a registration
+     * either came before (and is forgotten) or sees PD_CLOSING. */
+    spin_lock(&pd->lock);
+    if (LOAD(&pd->busy, RELAXED) & PD_CLOSING) { /* a close of fd is under way */
+        spin_unlock(&pd->lock);
+        return -EBADF;
+    }
+    /* The seq first: the flag's release publishes it to whoever closes. */
+    bool registered = pd_forget_locked(pd, &list);
+    /* The closer is counted too, until its epoll_ctl is done: the number
+     * must not be freed, and taken by a descriptor that registers, before
+     * that call removes this one's registration. */
+    FETCH_ADD(&pd->busy, PD_CLOSING | 1, ACQ_REL);
+    spin_unlock(&pd->lock);
+    mote__waitq_wake(list);
+    if (registered)
+        mote__os_poll_del(np.epfd, fd); /* a dup elsewhere must not report */
+    /* Last out closes: this caller, or a call still in flight. */
+    if (FETCH_SUB(&pd->busy, 1, ACQ_REL) != (PD_CLOSING | 1))
+        return 0;
+    uint32_t want = PD_CLOSING;
+    if (!CAS(&pd->busy, &want, PD_CLOSING | PD_CLOSE_NOW, ACQ_REL))
+        return 0; /* a call that backed out took it */
+    return pd_close_now(pd, fd);
+}
+
+void mote__netpoll_fresh(int fd) { pd_forget(fd); }
 
 /* An edge on fd: mark it ready and claim its waiters.  *now: the batch's
  * harvest time, read by the first event that wakes someone. */

@@ -48,30 +48,43 @@ typedef struct pdesc {
     mote_waitq waiters[2]; /* per direction */
 } pdesc;
 
-/* System calls in flight.  Every system call mote makes on a registered
- * descriptor is bracketed by mote__netpoll_enter and _leave; mote_close
- * sets PD_CLOSING and waits until none is in flight before its close(2).
- * So no call reaches the number once a close freed it for another
- * descriptor (a task that read the seq, then lost its CPU, then read from
- * a socket accepted since under the same number).  One word: the count
- * and the flag change together, so a call either sees the flag or is
- * counted before the close looks.  The waits are short: the descriptors
- * are non-blocking, and regular files are read on the blocking pool, which
- * brackets the call itself. */
-#define PD_CLOSING 0x80000000u
+/* System calls in flight, and the close.  Every system call mote makes
+ * on a registered descriptor is bracketed by mote__netpoll_enter and
+ * _leave, which count it in `busy`.  mote_close (mote__netpoll_close)
+ * forgets the registration and wakes the waiters at once, sets PD_CLOSING
+ * (a call that would start one now gets -ECANCELED), and closes the
+ * descriptor when no call is in flight: itself, or else the last call to
+ * leave does (Go's fdMutex does the same with references).  So no call
+ * reaches the number once it is free for another descriptor (a task that
+ * read the seq, then lost its CPU, then read from a socket accepted since
+ * under the same number), and no one waits for a call: a file's, on the
+ * blocking pool, may take a disk's time.  PD_CLOSE_NOW is set while the
+ * close(2) runs: a call that registers the number meanwhile may be a new
+ * descriptor's, and waits for it to end.  Count and flags are one word,
+ * so a call either sees the flags or is counted before the close looks,
+ * and exactly one party (the closer, or the last call out) closes. */
+#define PD_CLOSING   0x80000000u
+#define PD_CLOSE_NOW 0x40000000u
 
-/* 0, or -ECANCELED: the descriptor is being closed, or was since seq. */
-static inline int mote__netpoll_enter(pdesc *pd, uint32_t seq)
+/* The last call out of a closing descriptor: closes it (netpoll.c). */
+void mote__netpoll_close_last(pdesc *pd, int fd);
+
+static inline void mote__netpoll_leave(pdesc *pd, int fd)
+{
+    if (__builtin_expect(FETCH_SUB(&pd->busy, 1, ACQ_REL) == (PD_CLOSING | 1), 0))
+        mote__netpoll_close_last(pd, fd);
+}
+
+/* 0, or -ECANCELED: fd is being closed, or was closed since seq. */
+static inline int mote__netpoll_enter(pdesc *pd, uint32_t seq, int fd)
 {
     uint32_t b = FETCH_ADD(&pd->busy, 1, ACQ_REL);
     if (__builtin_expect((b & PD_CLOSING) || LOAD(&pd->seq, ACQUIRE) != seq, 0)) {
-        FETCH_SUB(&pd->busy, 1, RELEASE);
+        mote__netpoll_leave(pd, fd);
         return -ECANCELED;
     }
     return 0;
 }
-
-static inline void mote__netpoll_leave(pdesc *pd) { FETCH_SUB(&pd->busy, 1, RELEASE); }
 
 struct worker;
 
@@ -88,16 +101,13 @@ int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out, uint32_t *seq);
  * between its system call and this wait), -EPERM outside a task. */
 int mote__netpoll_wait(int fd, pdesc *pd, uint32_t seq, int dirs, int64_t deadline);
 
-/* mote_close's share, around its close(2): begin drops the registration
- * from epoll while the number is still this descriptor, turns new system
- * calls away (PD_CLOSING) and waits out those in flight, and returns its
- * seq; end, after the close, wakes every waiter with -ECANCELED and
- * forgets the registration, unless a new descriptor under the number was
- * already given it (mote__netpoll_fresh).  In this order, a task that
- * calls in between cannot register the dying descriptor again: it gets
- * -EBADF from its system call, or parks and is woken by end. */
-uint32_t mote__netpoll_close_begin(int fd);
-void mote__netpoll_close_end(int fd, uint32_t seq);
+/* mote_close's share: forgets fd's registration (its waiters wake with
+ * -ECANCELED, its events are stale) and drops it from epoll while the
+ * number is still this descriptor, then closes it, now or (a call in
+ * flight) when the last call leaves.  0 or -errno of close(2) when it
+ * closed now, 0 when a call will; -EBADF when a close of fd is under way
+ * already. */
+int mote__netpoll_close(int fd);
 
 /* fd was just made by mote (socket, accept): a registration its number
  * still has belongs to a descriptor closed with close(2) behind mote's
