@@ -596,6 +596,7 @@ static void fz_fork_child(void)
     mote__os_fd_close_own(fz.stop_fd);
     fz.ufd = fz.stop_fd = -1;
     fz.handler_on = false;
+    STORE(&fz.telling, 0, RELAXED); /* the parent's threads' */
     STORE(&fz.threshold, -1, RELAXED);
 }
 

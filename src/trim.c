@@ -279,6 +279,17 @@ void mote__trim_forget(trim_state *s, task *t)
     trim_set_bucket(s, t, -1);
 }
 
+/* Queues t, an orphan just adopted, to join the candidates at the next
+ * sweep step (trim_sweep). */
+static void trim_link_limbo(trim_state *s, task *t)
+{
+    mote__assert(!t->trim_queued);
+    list_push_back(&s->limbo, &t->trim_link);
+    t->in_limbo = 1;
+    t->trim_queued = true;
+    s->n++;
+}
+
 /* A task frozen and then thawed by another thread while it stayed parked
  * (a task that parked behind it wrote its record, a stray access) is on
  * no list: it left the candidates when it froze, and stayed resident until
@@ -294,6 +305,10 @@ void mote__trim_forget(trim_state *s, task *t)
  * from the top if another orphan came meanwhile. */
 static void trim_sweep(trim_state *s, const task *current, int64_t now)
 {
+    /* Taken at once, even when the step must wait: a flag left set keeps
+     * the worker from sleeping (sched_idle), and s->next times the step. */
+    if (XCHG(&s->orphaned, 0, ACQUIRE))
+        s->sweep_again = true;
     if (now < s->sweep_next)
         return;
     for (list_node *n; (n = list_pop_front(&s->limbo));) {
@@ -301,8 +316,6 @@ static void trim_sweep(trim_state *s, const task *current, int64_t now)
         t->in_limbo = 0;
         list_push_back(&s->parked, &t->trim_link);
     }
-    if (XCHG(&s->orphaned, 0, ACQUIRE))
-        s->sweep_again = true;
     if (!s->sweep_at && s->sweep_again && s->all) {
         s->sweep_again = false;
         s->sweep_at = s->all->head;
@@ -316,10 +329,7 @@ static void trim_sweep(trim_state *s, const task *current, int64_t now)
         if (t == current || !mote__freeze_adopt(t) || t->trim_queued ||
             LOAD(&t->wait_state, ACQUIRE) != TASK_WAITING)
             continue;
-        list_push_back(&s->limbo, &t->trim_link);
-        t->in_limbo = 1;
-        t->trim_queued = true;
-        s->n++;
+        trim_link_limbo(s, t);
     }
 }
 
@@ -338,10 +348,18 @@ static void trim_freeze(trim_state *s)
      * stay resident until it next parks (seen under load: 26 of 4000). */
     for (size_t i = 0; i < s->nfreeze; i++) {
         task *t = s->freeze[i];
-        mote__freeze_adopt(t); /* thawed in place already: queued here */
+        /* Frozen, then thawed in place already: its thawer may not be done
+         * with its record, so it waits a step, as a sweep's find does. */
+        bool orphan = mote__freeze_adopt(t);
         if ((LOAD(&t->fz, ACQUIRE) & FZ_STATE) != FZ_ACTIVE || t->trim_queued ||
             LOAD(&t->wait_state, ACQUIRE) != TASK_WAITING)
             continue;
+        if (orphan) {
+            trim_link_limbo(s, t);
+            if (s->sweep_next < s->clock + TRIM_SWEEP_EVERY)
+                s->sweep_next = s->clock + TRIM_SWEEP_EVERY;
+            continue;
+        }
         mote__freeze_backoff(t);
         trim_link(s, t); /* (looked at again within the decay period: trim_run) */
     }
