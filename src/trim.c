@@ -5,7 +5,9 @@
  * Owned by one worker: every function runs on that worker's thread, and
  * every task it touches is pinned to that worker and not running.  The only
  * shared state is the cumulative byte count and the high-water histogram,
- * kept per worker (single writer) and summed by metrics.
+ * kept per worker (single writer) and summed by metrics, and the orphan
+ * flag, which any thread that thaws one of the worker's tasks in place
+ * sets (mote__trim_orphaned) and the worker takes (trim_sweep).
  *
  * A task is trimmed at most once per park, only after it stayed parked for
  * the delay, and only where mincore says something is resident.
