@@ -1089,6 +1089,151 @@ TEST(a_busy_worker_still_polls_the_network)
     unsetenv("MOTE_WORKERS");
 }
 
+/* ---- the close against calls in flight, across runs and threads ---- */
+
+/* A run that ends while a file read runs on the blocking pool: the read
+ * finishes on its own after the run, and what it leaves behind must not
+ * outlive it (a version whose pool call read its arguments from the
+ * task's stack after the call crashed here; one whose close waited for
+ * the call left the number refused for good once the run ended). */
+static int pr_fd;
+static char *pr_buf;
+#define PR_LEN (128L << 20)
+
+static void pr_reader(void *arg)
+{
+    (void)arg;
+    mote_read(pr_fd, pr_buf, PR_LEN, -1);
+}
+
+static void pr_run1(void *arg)
+{
+    (void)arg;
+    CHECK_EQ(mote_go(pr_reader, NULL), 0);
+    mote_sleep(2 * MS); /* the read is on the pool, or about to be */
+}
+
+static void pr_run2(void *arg)
+{
+    (void)arg;
+    /* 0: closed now, or by the read when it ends */
+    CHECK_EQ(mote_close(pr_fd), 0);
+    int64_t t0 = mote_now();
+    while (fd_is_open(pr_fd) && mote_now() - t0 < 30000 * MS)
+        mote_sleep(MS);
+    CHECK(!fd_is_open(pr_fd));
+    /* the number works for the next descriptor */
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    CHECK(fd >= 0);
+    char c;
+    CHECK_EQ(mote_read(fd, &c, 1, 1000 * MS), 0);
+    CHECK_EQ(mote_close(fd), 0);
+}
+
+TEST(a_run_that_ends_during_a_pool_read_leaves_nothing_behind)
+{
+    CHECK((pr_buf = malloc(PR_LEN)) != NULL);
+    CHECK((pr_fd = open("/dev/zero", O_RDONLY | O_CLOEXEC)) >= 0);
+    CHECK_EQ(mote_run(pr_run1, NULL), 0);
+    CHECK_EQ(mote_run(pr_run2, NULL), 0);
+    usleep(100 * 1000); /* (a crash on the pool thread would come now) */
+    free(pr_buf);
+}
+
+/* Tasks and a plain thread make descriptors, use them and close them, in
+ * a loop: nobody touches another's descriptors, so every call succeeds.
+ * The window between one close(2) and the forgetting of its registration
+ * once made a new descriptor under the number fail (-ECANCELED, or a
+ * wait that never woke). */
+#define CH_TASKS TEST_SCALE(8, 2)
+#define CH_ITERS TEST_SCALE(400, 4)
+static mote_wg ch_wg = MOTE_WG_INIT;
+static atomic_int ch_bad, ch_stop;
+
+static void ch_note(const char *what, long r)
+{
+    if (atomic_fetch_add(&ch_bad, 1) < 10)
+        fprintf(stderr, "churn: %s = %ld\n", what, r);
+}
+
+static void ch_pair(int w, int r)
+{
+    char x = 'x', y;
+    long k;
+    if ((k = mote_write(w, &x, 1, 5000 * MS)) != 1)
+        ch_note("write", k);
+    if ((k = mote_read(r, &y, 1, 5000 * MS)) != 1)
+        ch_note("read", k);
+    if ((k = mote_read(r, &y, 1, MS / 10)) != -ETIMEDOUT)
+        ch_note("read of nothing", k);
+}
+
+static void ch_task(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    for (int i = 0; i < CH_ITERS; i++) {
+        int sv[2], a = -1, b = -1;
+        switch ((i + id) % 3) {
+        case 0:
+            CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+            a = sv[0], b = sv[1];
+            ch_pair(a, b);
+            break;
+        case 1:
+            CHECK_EQ(pipe2(sv, O_CLOEXEC), 0);
+            a = sv[1], b = sv[0];
+            ch_pair(a, b);
+            break;
+        default: {
+            a = eventfd(0, EFD_CLOEXEC);
+            CHECK(a >= 0);
+            uint64_t v = 1;
+            long k;
+            if ((k = mote_write(a, &v, 8, 5000 * MS)) != 8)
+                ch_note("eventfd write", k);
+            if ((k = mote_read(a, &v, 8, 5000 * MS)) != 8)
+                ch_note("eventfd read", k);
+        }
+        }
+        long r;
+        if ((r = mote_close(a)) != 0)
+            ch_note("close", r);
+        if (b >= 0 && (r = mote_close(b)) != 0)
+            ch_note("close", r);
+        if ((i & 31) == 0)
+            mote_yield();
+    }
+    CHECK_EQ(mote_wg_done(&ch_wg), 0);
+}
+
+static void *ch_plain(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&ch_stop)) {
+        int sv[2];
+        CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        long r;
+        if ((r = mote_close(sv[0])) != 0 || (r = mote_close(sv[1])) != 0)
+            ch_note("plain close", r);
+    }
+    return NULL;
+}
+
+TEST_TASK(descriptor_churn_across_tasks_and_threads_fails_no_call)
+{
+    atomic_store(&ch_bad, 0);
+    atomic_store(&ch_stop, 0);
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, ch_plain, NULL), 0);
+    CHECK_EQ(mote_wg_add(&ch_wg, CH_TASKS), 0);
+    for (int i = 0; i < CH_TASKS; i++)
+        CHECK_EQ(mote_go(ch_task, (void *)(intptr_t)i), 0);
+    CHECK_EQ(mote_wg_wait(&ch_wg), 0);
+    atomic_store(&ch_stop, 1);
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    CHECK_EQ(atomic_load(&ch_bad), 0);
+}
+
 TEST_SETUP { unsetenv("MOTE_WORKERS"); }
 
 TEST_MAIN()
