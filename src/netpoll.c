@@ -333,9 +333,12 @@ void mote__netpoll_close_last(pdesc *pd, int fd)
 
 int mote__netpoll_close(int fd)
 {
-    pdesc *pd =
-        fd >= 0 && fd < PD_MAX_FD && LOAD(&np.state, ACQUIRE) == 1 ? pd_lookup(fd) : NULL;
-    if (!pd) /* never registered: the poller or its table chunk is not made */
+    /* The poller and the number's table chunk are made here if they are
+     * not yet: else another thread could make them and register the
+     * number between a look that found none and our close(2), and that
+     * registration would outlive the descriptor. */
+    pdesc *pd = fd >= 0 && fd < PD_MAX_FD && netpoll_init() == 0 ? pd_table(fd) : NULL;
+    if (!pd) /* no poller or no table (out of memory): nothing is registered */
         return close(fd) == 0 ? 0 : -errno;
     pd_wait_close_now(pd);
     waiter *list = NULL;
