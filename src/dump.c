@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backtrace.h"
 #include "freeze.h"
@@ -159,12 +158,8 @@ int mote_tasks_dump(int fd)
     /* One dump at a time.  A holder sleeps while it waits for answers, so
      * another task of its worker must not spin here (it would keep the
      * holder from ever running again): it sleeps too. */
-    while (!spin_trylock(&rt.dump_lock)) {
-        if (self && mote__self())
-            mote_sleep(1000000);
-        else
-            nanosleep(&(struct timespec){0, 1000000}, NULL);
-    }
+    while (!spin_trylock(&rt.dump_lock))
+        mote__park_nap(1000000);
     FETCH_ADD(&rt.dump_epoch, 1, RELEASE);
     uint32_t epoch = LOAD(&rt.dump_epoch, RELAXED);
     if (self)
@@ -178,10 +173,7 @@ int mote_tasks_dump(int fd)
             all &= LOAD(&ws[i].dump_seen, ACQUIRE) == epoch;
         if (all || mote__os_now_ns() >= deadline)
             break;
-        if (self)
-            mote_sleep(1000000); /* our worker runs the others meanwhile */
-        else
-            nanosleep(&(struct timespec){0, 1000000}, NULL);
+        mote__park_nap(1000000); /* a task's worker runs the others meanwhile */
     }
     char head[128];
     snprintf(head, sizeof head, "mote: task dump: %d workers\n", rt.nworkers);

@@ -27,7 +27,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "os/os.h"
@@ -149,10 +148,8 @@ static void pd_wait_close_now(pdesc *pd)
     for (unsigned i = 0; LOAD(&pd->busy, ACQUIRE) & PD_CLOSE_NOW; i++) {
         if (i < 64)
             spin_relax();
-        else if (mote__self())
-            mote_sleep(50000); /* 50 us */
         else
-            nanosleep(&(struct timespec){0, 50000}, NULL);
+            mote__park_nap(50000); /* 50 us */
     }
 }
 

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "os/os.h"
 #include "runtime.h"
@@ -91,6 +92,12 @@ int mote__park_until(int64_t deadline)
 }
 
 int mote__park(void) { return mote__park_until(-1); }
+
+void mote__park_nap(int64_t ns)
+{
+    if (mote_sleep(ns) == -EPERM) /* not in a task */
+        nanosleep(&(struct timespec){ns / 1000000000, ns % 1000000000}, NULL);
+}
 
 int64_t mote__park_deadline(int64_t ns)
 {

@@ -69,6 +69,11 @@ void mote__park_ready(task *t, int value);
  * past) for ns == 0, now + ns otherwise, saturating. */
 int64_t mote__park_deadline(int64_t ns);
 
+/* Sleeps about ns (> 0) where the caller is: a task parks (its worker
+ * runs the others meanwhile), any other thread sleeps in the kernel.  For
+ * the runtime's own short waits on something another thread does. */
+void mote__park_nap(int64_t ns);
+
 /* The id of a task, for records and diagnostics. */
 uint64_t mote__task_id(const task *t);
 
