@@ -40,9 +40,7 @@ static ssize_t fdio_read_once(pdesc *pd, uint32_t seq, int fd, void *buf, size_t
         return -1;
     }
     ssize_t k = fdio_is_socket(pd) ? recv(fd, buf, n, 0) : read(fd, buf, n);
-    int e = errno;
     mote__netpoll_leave(pd, fd); /* (may close fd: mote_close came meanwhile) */
-    errno = e;
     return k;
 }
 
@@ -111,10 +109,10 @@ int mote_wait_fd(int fd, int events, int64_t timeout_ns)
                 STORE(&pd->ready[PD_WRITE], 1, RELAXED);
             return r;
         }
-        int pr = poll(&p, 1, 0), e = errno;
+        int pr = poll(&p, 1, 0);
         mote__netpoll_leave(pd, fd);
-        if (pr < 0 && e != EINTR)
-            return -e;
+        if (pr < 0 && errno != EINTR)
+            return -errno;
         if (p.revents & POLLNVAL)
             return -EBADF;
         int got = 0;
@@ -154,9 +152,8 @@ static intptr_t file_io_run(void *arg)
     if (r)
         return r;
     ssize_t k = io.write ? write(io.fd, io.buf, io.n) : read(io.fd, io.buf, io.n);
-    int e = errno;
     mote__netpoll_leave(io.pd, io.fd);
-    return k >= 0 ? k : -e;
+    return k >= 0 ? k : -errno;
 }
 
 static ssize_t file_io_offload(pdesc *pd, uint32_t seq, int fd, void *buf, size_t n,
@@ -242,9 +239,7 @@ static ssize_t fdio_write_once(pdesc *pd, uint32_t seq, int fd, const char *p, s
             errno = EPIPE;
         }
     }
-    int e = errno;
     mote__netpoll_leave(pd, fd);
-    errno = e;
     return k;
 }
 
@@ -324,9 +319,7 @@ int mote_accept(int lfd, struct sockaddr *addr, socklen_t *addrlen, int64_t time
                 return r;
             }
             int fd = accept4(lfd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
-            int e = errno;
             mote__netpoll_leave(pd, lfd);
-            errno = e;
             if (fd >= 0) {
                 mote__netpoll_fresh(fd);
                 /* more connections may be queued */

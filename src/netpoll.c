@@ -310,22 +310,19 @@ static void pd_forget(int fd)
     mote__waitq_wake(list);
 }
 
-/* Closes fd, whose close this caller claimed (PD_CLOSE_NOW set), then
- * lets the number be registered again. */
-static int pd_close_now(pdesc *pd, int fd)
-{
-    int r = close(fd) == 0 ? 0 : -errno;
-    FETCH_AND(&pd->busy, ~(PD_CLOSING | PD_CLOSE_NOW), RELEASE);
-    return r;
-}
-
-void mote__netpoll_close_last(pdesc *pd, int fd)
+int mote__netpoll_close_last(pdesc *pd, int fd)
 {
     /* (a call that backs out of a closing descriptor may be last too: the
      * CAS lets one party close) */
     uint32_t want = PD_CLOSING;
-    if (CAS(&pd->busy, &want, PD_CLOSING | PD_CLOSE_NOW, ACQ_REL))
-        (void)pd_close_now(pd, fd); /* nobody is left to hear its result */
+    if (!CAS(&pd->busy, &want, PD_CLOSING | PD_CLOSE_NOW, ACQ_REL))
+        return 0;
+    int e = errno; /* a call leaves between its system call and its errno */
+    int r = close(fd) == 0 ? 0 : -errno;
+    errno = e;
+    /* the number may be registered again */
+    FETCH_AND(&pd->busy, ~(PD_CLOSING | PD_CLOSE_NOW), RELEASE);
+    return r;
 }
 
 int mote__netpoll_close(int fd)
@@ -360,10 +357,7 @@ int mote__netpoll_close(int fd)
     /* Last out closes: this caller, or a call still in flight. */
     if (FETCH_SUB(&pd->busy, 1, ACQ_REL) != (PD_CLOSING | 1))
         return 0;
-    uint32_t want = PD_CLOSING;
-    if (!CAS(&pd->busy, &want, PD_CLOSING | PD_CLOSE_NOW, ACQ_REL))
-        return 0; /* a call that backed out took it */
-    return pd_close_now(pd, fd);
+    return mote__netpoll_close_last(pd, fd);
 }
 
 void mote__netpoll_fresh(int fd) { pd_forget(fd); }

@@ -66,13 +66,15 @@ typedef struct pdesc {
 #define PD_CLOSING   0x80000000u
 #define PD_CLOSE_NOW 0x40000000u
 
-/* The last call out of a closing descriptor: closes it (netpoll.c). */
-void mote__netpoll_close_last(pdesc *pd, int fd);
+/* The last one out of a closing descriptor closes it, unless a call that
+ * backed out did: 0 or -errno of close(2) (0 then).  errno is kept. */
+int mote__netpoll_close_last(pdesc *pd, int fd);
 
+/* errno is kept: the caller reads its system call's after this. */
 static inline void mote__netpoll_leave(pdesc *pd, int fd)
 {
     if (__builtin_expect(FETCH_SUB(&pd->busy, 1, ACQ_REL) == (PD_CLOSING | 1), 0))
-        mote__netpoll_close_last(pd, fd);
+        (void)mote__netpoll_close_last(pd, fd); /* nobody is left to hear it */
 }
 
 /* 0, or -ECANCELED: fd is being closed, or was closed since seq. */
