@@ -89,10 +89,13 @@ static void trim_unlink(trim_state *s, task *t)
     s->n--;
 }
 
-static void trim_link(trim_state *s, task *t)
+/* Queues t as a candidate, or (limbo: an orphan just adopted) to join the
+ * candidates at the next sweep step (trim_sweep). */
+static void trim_link(trim_state *s, task *t, bool limbo)
 {
     mote__assert(!t->trim_queued);
-    list_push_back(&s->parked, &t->trim_link);
+    list_push_back(limbo ? &s->limbo : &s->parked, &t->trim_link);
+    t->in_limbo = limbo;
     t->trim_queued = true;
     s->n++;
 }
@@ -113,7 +116,7 @@ void mote__trim_on_park(trim_state *s, task *t)
     s->clock = mote__os_coarse_ns();
     STORE(&t->parked_at, s->clock, RELAXED);
     if (s->delay >= 0 && !t->trim_queued) {
-        trim_link(s, t);
+        trim_link(s, t, false);
         int64_t delay = s->delay << t->trim_shift;
         if (s->next > s->clock + delay)
             s->next = s->clock + delay;
@@ -281,17 +284,6 @@ void mote__trim_forget(trim_state *s, task *t)
     trim_set_bucket(s, t, -1);
 }
 
-/* Queues t, an orphan just adopted, to join the candidates at the next
- * sweep step (trim_sweep). */
-static void trim_link_limbo(trim_state *s, task *t)
-{
-    mote__assert(!t->trim_queued);
-    list_push_back(&s->limbo, &t->trim_link);
-    t->in_limbo = 1;
-    t->trim_queued = true;
-    s->n++;
-}
-
 /* A task frozen and then thawed by another thread while it stayed parked
  * (a task that parked behind it wrote its record, a stray access) is on
  * no list: it left the candidates when it froze, and stayed resident until
@@ -331,7 +323,7 @@ static void trim_sweep(trim_state *s, const task *current, int64_t now)
         if (t == current || !mote__freeze_adopt(t) || t->trim_queued ||
             LOAD(&t->wait_state, ACQUIRE) != TASK_WAITING)
             continue;
-        trim_link_limbo(s, t);
+        trim_link(s, t, true);
     }
 }
 
@@ -357,13 +349,13 @@ static void trim_freeze(trim_state *s)
             LOAD(&t->wait_state, ACQUIRE) != TASK_WAITING)
             continue;
         if (orphan) {
-            trim_link_limbo(s, t);
+            trim_link(s, t, true);
             if (s->sweep_next < s->clock + TRIM_SWEEP_EVERY)
                 s->sweep_next = s->clock + TRIM_SWEEP_EVERY;
             continue;
         }
         mote__freeze_backoff(t);
-        trim_link(s, t); /* (looked at again within the decay period: trim_run) */
+        trim_link(s, t, false); /* (looked at again within the decay period: trim_run) */
     }
     s->nfreeze = 0;
 }
