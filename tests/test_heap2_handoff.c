@@ -20,6 +20,7 @@
 #include "check.h"
 #include "heap/heap.h"
 #include "heap/internal.h"
+#include "heap_test.h"
 #include "mote.h"
 
 static uint64_t metric(const char *name)
@@ -514,14 +515,6 @@ static void *late_thread(void *arg)
     return NULL;
 }
 
-static int caches_count(void)
-{
-    int n = 0;
-    for (heap_tcache *h = mote__tcache_all(); h; h = h->all_next)
-        n++;
-    return n;
-}
-
 static void late_threads(bool allocates)
 {
     /* TSan tears its own per-thread state down in the last destructor
@@ -534,13 +527,13 @@ static void late_threads(bool allocates)
     for (int i = 0; i < 64; i++)
         for (int k = 0; k < 3; k++)
             CHECK((late_blocks[i][k] = mote_malloc(24 + 8 * (size_t)k)) != NULL);
-    int before = caches_count();
+    int before = (int)heap_test_caches();
     for (int i = 0; i < 64; i++) {
         pthread_t t;
         CHECK(pthread_create(&t, NULL, late_thread, NULL) == 0);
         pthread_join(t, NULL);
     }
-    int after = caches_count();
+    int after = (int)heap_test_caches();
     printf("%s: caches %d -> %d for 64 threads\n",
            allocates ? "allocating" : "freeing only", before, after);
     CHECK(after - before <= 2); /* before the fix: one more per thread */

@@ -14,6 +14,7 @@
 #include "check.h"
 #include "heap/heap.h"
 #include "heap/internal.h"
+#include "heap_test.h"
 #include "mote.h"
 
 enum { LEFT = 64 };
@@ -39,14 +40,6 @@ static void *short_lived(void *arg)
     return NULL;
 }
 
-static unsigned count_caches(void)
-{
-    unsigned n = 0;
-    for (heap_tcache *h = mote__tcache_all(); h; h = h->all_next)
-        n++;
-    return n;
-}
-
 /* What the heap holds free right after a release. */
 static uint64_t free_after_release(void)
 {
@@ -68,7 +61,7 @@ TEST(thread_churn_recycles_caches_and_returns_memory)
             CHECK_EQ(pthread_join(t[k], NULL), 0);
     }
     /* caches are recycled: bounded by the threads alive at once (+ main) */
-    CHECK(count_caches() <= 8);
+    CHECK(heap_test_caches() <= 8);
     for (int i = 0; i < LEFT; i++)
         mote_free(atomic_exchange(&left[i], NULL));
     uint64_t inuse = 0;
