@@ -58,10 +58,20 @@ static void netpoll_fork_child(void)
     }
     STORE(&np.state, 0, RELAXED);
     STORE(&np.init_lock, 0, RELAXED);
-    /* Calls in flight and closes under way were the parent's threads'. */
+    /* Calls in flight and closes under way were the parent's threads'.  A
+     * close that was left to a call in flight (PD_CLOSING without
+     * PD_CLOSE_NOW: nobody has called close(2) yet) is the child's to do,
+     * since that call's thread is not here; left alone, the descriptor would
+     * stay open for the child's life.  A close(2) already under way
+     * (PD_CLOSE_NOW) has most likely taken the number out of the table the
+     * child copied, and the number may be a new descriptor's by now: it is
+     * left alone. */
     for (size_t c = 0; c < PD_MAX_FD / PD_CHUNK; c++) {
         pdesc *chunk = LOAD(&np.chunks[c], RELAXED);
         for (size_t i = 0; chunk && i < PD_CHUNK; i++) {
+            uint32_t busy = LOAD(&chunk[i].busy, RELAXED);
+            if ((busy & (PD_CLOSING | PD_CLOSE_NOW)) == PD_CLOSING)
+                close((int)(c * PD_CHUNK + i));
             STORE(&chunk[i].busy, 0, RELAXED);
             STORE(&chunk[i].lock, 0, RELAXED);
         }

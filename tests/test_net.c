@@ -616,6 +616,48 @@ TEST_TASK(a_close_frees_the_number_after_the_calls_in_flight)
         printf("skipped: no close came while the write ran (10 tries)\n");
 }
 
+/* A fork while a close waits for a call in flight: the child, where that
+ * call's thread does not exist, does not keep the descriptor open (it did,
+ * for its whole life). */
+TEST_TASK(a_fork_child_does_not_keep_a_descriptor_whose_close_was_deferred)
+{
+    CHECK((iw_buf = malloc(IW_LEN)) != NULL);
+    memset(iw_buf, 'w', IW_LEN);
+    int raced = 0;
+    for (int attempt = 0; attempt < 10 && !raced; attempt++) {
+        char path[] = "/tmp/mote-test-forkclose-XXXXXX";
+        CHECK((iw_fd = mkstemp(path)) >= 0);
+        unlink(path);
+        int other = dup(iw_fd);
+        CHECK(other >= 0);
+        atomic_store(&iw_done, 0);
+        CHECK_EQ(mote_go(inflight_writer, NULL), 0);
+        while (file_size(other) == 0 && !atomic_load(&iw_done))
+            mote_yield();
+        CHECK_EQ(mote_close(iw_fd), 0);
+        fflush(stdout);
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) /* the number is closed, or was never taken again */
+            _exit(fcntl(iw_fd, F_GETFD) == -1 && errno == EBADF ? 0 : 1);
+        bool in_flight = !atomic_load(&iw_done); /* still, after the fork */
+        int st = 0;
+        CHECK_EQ(waitpid(pid, &st, 0), pid);
+        CHECK(WIFEXITED(st));
+        if (in_flight) {
+            raced++;
+            CHECK_EQ(WEXITSTATUS(st), 0);
+        }
+        while (!atomic_load(&iw_done))
+            mote_sleep(MS);
+        CHECK(!fd_is_open(iw_fd));
+        close(other);
+    }
+    free(iw_buf);
+    if (!raced)
+        printf("skipped: no fork came while the write ran (10 tries)\n");
+}
+
 TEST_TASK(names_resolve_off_the_workers)
 {
     char addr[64];
