@@ -99,7 +99,10 @@ typedef struct mote_task_opts {
 /* Runs main(arg) as the first task of a fresh runtime and returns when main
  * returns.  0; -EINVAL (main NULL, or an invalid MOTE_* variable, reported
  * on stderr); -EBUSY (a run is already in progress in this process);
- * -EDEADLK (every task blocked forever: each is reported on stderr);
+ * -EDEADLK (every task blocked forever: each is reported on stderr.  A
+ * plain thread counts as a possible waker once it has spawned or woken a
+ * task: a run whose only waker is a plain thread that has not done so yet
+ * is reported deadlocked; a wait with a timeout is never);
  * -ENOMEM; -EAGAIN (a worker thread could not be started).  Tasks still
  * alive when main returns are discarded without unwinding and their stacks
  * released; mote_run cannot return while a task is inside a blocking system
