@@ -930,11 +930,10 @@ static void many_clients(void *arg)
     CHECK_EQ(atomic_load(&clients_ok), nclients);
 }
 
-/* The server in a child process (each side then needs one descriptor per
- * connection), the clients here. */
-static void echo_many(int want)
+/* The echo server in a child process, listening at echo_addr (each side
+ * then needs one descriptor per connection): its pid. */
+static pid_t echo_server_child(void)
 {
-    nclients = conns_wanted(want);
     echo_lfd = mote_listen_tcp("127.0.0.1:0", 4096);
     CHECK(echo_lfd >= 0);
     struct sockaddr_in sa;
@@ -950,6 +949,14 @@ static void echo_many(int want)
         _exit(0);
     }
     close(echo_lfd);
+    return pid;
+}
+
+/* The server in a child process, the clients here. */
+static void echo_many(int want)
+{
+    nclients = conns_wanted(want);
+    pid_t pid = echo_server_child();
     CHECK_EQ(mote_run(many_clients, NULL), 0);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
@@ -1021,21 +1028,7 @@ static void open_idle_conns(void *arg)
 TEST(an_idle_server_uses_no_cpu)
 {
     idle_conns = conns_wanted(TEST_SCALE(8000, 10));
-    echo_lfd = mote_listen_tcp("127.0.0.1:0", 4096);
-    CHECK(echo_lfd >= 0);
-    struct sockaddr_in sa;
-    socklen_t sl = sizeof sa;
-    CHECK_EQ(getsockname(echo_lfd, (struct sockaddr *)&sa, &sl), 0);
-    snprintf(echo_addr, sizeof echo_addr, "127.0.0.1:%d", ntohs(sa.sin_port));
-    fflush(stdout);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed check must not leave it */
-        mote_run(echo_server, NULL);
-        _exit(0);
-    }
-    close(echo_lfd);
+    pid_t pid = echo_server_child();
     CHECK_EQ(mote_run(open_idle_conns, (void *)(intptr_t)pid), 0);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
