@@ -10,8 +10,10 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include "check.h"
 #include "heap/heap.h"
@@ -336,6 +338,73 @@ TEST(bitmap_blocks_meet_the_malloc_contract)
     void *a = mote_aligned_alloc(8192, 5000);
     CHECK(a && (uintptr_t)a % 8192 == 0);
     mote_free(a);
+}
+
+/* ---- a new page on reused slices, due for the scavenger at once ----
+ *
+ * With no decay, the scavenger may claim every free block of a bitmap page
+ * its owner has just set up on dirty slices: the owner's first block must
+ * still be there (malloc returned NULL with errno 0 in 1 run of 8). */
+
+static atomic_int nulls;
+
+static void *big_churn(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&stop)) { /* keeps freed slices dirty */
+        char *p = mote_malloc(1 << 20);
+        if (p)
+            p[0] = 1;
+        mote_free(p);
+    }
+    return NULL;
+}
+
+static void *one_class(void *arg)
+{
+    size_t n = (size_t)(uintptr_t)arg;
+    void *v[300];
+    for (int i = 0; i < 300; i++)
+        if (!(v[i] = mote_malloc(n)))
+            atomic_fetch_add(&nulls, 1);
+    for (int i = 0; i < 300; i++)
+        mote_free(v[i]);
+    return NULL;
+}
+
+TEST(with_no_decay_a_new_bitmap_page_serves_its_first_block)
+{
+    if (mote__heap_cfg.decay_ms != 0) { /* again, with no decay from the start */
+        fflush(stdout);
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            setenv("MOTE_MALLOC_DECAY_MS", "0", 1);
+            execl("/proc/self/exe", "test_heap2_purge",
+                  "with_no_decay_a_new_bitmap_page_serves_its_first_block", (char *)NULL);
+            _exit(40);
+        }
+        int st = 0;
+        CHECK_EQ(waitpid(pid, &st, 0), pid);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        return;
+    }
+    static const size_t sizes[] = {5000, 9000, 20000, 40000, 70000, 120000};
+    atomic_store(&stop, 0);
+    pthread_t bg;
+    CHECK_EQ(pthread_create(&bg, NULL, big_churn, NULL), 0);
+    for (int r = 0; r < TEST_SCALE(600, 4); r++) {
+        pthread_t t[2];
+        for (int i = 0; i < 2; i++)
+            CHECK_EQ(pthread_create(&t[i], NULL, one_class,
+                                    (void *)(uintptr_t)sizes[(r * 2 + i) % 6]),
+                     0);
+        for (int i = 0; i < 2; i++)
+            pthread_join(t[i], NULL);
+    }
+    atomic_store(&stop, 1);
+    pthread_join(bg, NULL);
+    CHECK_EQ(atomic_load(&nulls), 0);
 }
 
 TEST_MAIN()

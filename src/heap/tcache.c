@@ -712,9 +712,9 @@ void mote__tcache_free_bitmap(heap_page *pg, void *p)
     mote__tcache_free_remote(pg, b);
 }
 
-/* Claims the lowest free block of pg; NULL if none is free (the scavenger
- * may hold some). */
-static inline void *bm_claim(heap_page *pg)
+/* Takes the lowest free block of pg out of its bitmap; NULL if none is
+ * free (the scavenger may hold some).  Touches no block: see bm_handout. */
+static inline heap_block *bm_take(heap_page *pg)
 {
     uint64_t b = LOAD(&pg->bits, RELAXED);
     for (;;) {
@@ -725,15 +725,24 @@ static inline void *bm_claim(heap_page *pg)
         if (CAS_WEAK(&pg->bits, &b, b & ~bit, ACQUIRE)) {
             page_used_add(pg, 1);
             COUNT(&pg->allocs, 1);
-            heap_block *blk =
-                (heap_block *)(pg->start + (size_t)__builtin_ctzll(bit) * pg->bsize);
-            /* The slice may have held a small page whose free block here
-             * kept its cookie: a block the program never writes would
-             * then look freed twice on its first remote free. */
-            blk->cookie = 0;
-            return blk;
+            return (heap_block *)(pg->start + (size_t)__builtin_ctzll(bit) * pg->bsize);
         }
     }
+}
+
+/* A block just taken goes out.  The slice may have held a small page whose
+ * free block here kept its cookie: a block the program never writes would
+ * then look freed twice on its first remote free. */
+static inline void *bm_handout(heap_block *blk)
+{
+    blk->cookie = 0;
+    return blk;
+}
+
+static inline void *bm_claim(heap_page *pg)
+{
+    heap_block *blk = bm_take(pg);
+    return blk ? bm_handout(blk) : NULL;
 }
 
 static void *tcache_alloc_bitmap(heap_tcache *h, unsigned cls)
@@ -760,18 +769,25 @@ static void *tcache_alloc_bitmap(heap_tcache *h, unsigned cls)
         pg = next;
     }
     bool zero;
+    heap_block *blk = NULL;
     heap_lock_acquire(&mote__heap_arena_lock);
     pg = mote__arena_page_alloc_ex(mote__sizeclass_slices[cls], &zero,
                                    h->shadow_of != NULL);
-    if (pg)
+    if (pg) {
         mote__page_init_bitmap(pg, h, cls, zero);
+        /* Taken before the lock goes: the scavenger claims under it, and a
+         * page on reused slices may be due at once (a short decay), when it
+         * would take every free block first and leave us none. */
+        blk = bm_take(pg);
+        mote__assert(blk);
+    }
     heap_lock_release(&mote__heap_arena_lock);
     if (!pg) {
         errno = ENOMEM;
         return NULL;
     }
     queue_push_front(h, pg);
-    return bm_claim(pg);
+    return bm_handout(blk);
 }
 
 /* ---- slow paths ---- */
