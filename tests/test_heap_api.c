@@ -229,8 +229,9 @@ TEST(heap_limit_makes_malloc_fail_cleanly)
     mote_free(q);
 }
 
-/* Runs fn in a child; it must abort with the invalid-pointer message. */
-static void expect_abort(void (*fn)(void))
+/* Runs fn in a child; it must abort with the invalid-pointer message of
+ * the call named. */
+static void expect_abort_in(void (*fn)(void), const char *call)
 {
     int pipefd[2];
     CHECK(pipe(pipefd) == 0);
@@ -250,8 +251,14 @@ static void expect_abort(void (*fn)(void))
     int st;
     CHECK(waitpid(pid, &st, 0) == pid);
     CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
-    CHECK(strstr(buf, "mote: free(): invalid pointer 0x") != NULL);
+    char want[64];
+    snprintf(want, sizeof want, "mote: %s(): invalid pointer 0x", call);
+    if (!strstr(buf, want))
+        fprintf(stderr, "expected \"%s\", got: %s\n", want, buf);
+    CHECK(strstr(buf, want) != NULL);
 }
+
+static void expect_abort(void (*fn)(void)) { expect_abort_in(fn, "free"); }
 
 static void double_free_small(void)
 {
@@ -303,6 +310,46 @@ static void double_free_remote(void)
     pthread_join(t, NULL);
 }
 
+/* The last block a small page can hold, never carved yet (the page's
+ * blocks are carved a few KiB at a time): a pointer malloc never returned,
+ * on a block boundary.  Taken free, it would be handed out twice. */
+static void *uncarved_block(void)
+{
+    char *p = mote_malloc(1500); /* a class few blocks of which are carved at once */
+    heap_page *pg = heap_segment_of(p)->map[((uintptr_t)p >> HEAP_SLICE_SHIFT) & 63];
+    CHECK(pg->kind == HEAP_PAGE_SMALL && page_capacity(pg) < pg->reserved);
+    return pg->start + (size_t)(pg->reserved - 1) * pg->bsize;
+}
+static void free_uncarved(void) { mote_free(uncarved_block()); }
+static void *uncarved_thread(void *arg)
+{
+    (void)arg;
+    remote_ptr = uncarved_block();
+    return NULL;
+}
+/* The page's owner has exited: the free keeps the block in this thread's
+ * list of other threads' blocks, which its next mallocs take from. */
+static void free_uncarved_remote(void)
+{
+    mote_free(mote_malloc(16)); /* this thread has a cache */
+    pthread_t t;
+    pthread_create(&t, NULL, uncarved_thread, NULL);
+    pthread_join(t, NULL);
+    mote_free(remote_ptr);
+}
+static void realloc_freed(void)
+{
+    char *p = mote_malloc(100);
+    mote_free(p);
+    (void)!mote_realloc(p, 104); /* fits in place: no free to catch it */
+}
+static void realloc_freed_bitmap(void)
+{
+    char *p = mote_malloc(9000);
+    mote_free(p);
+    (void)!mote_realloc(p, 9000);
+}
+
 #define ABORT_CASE(fn)                                                 \
     do {                                                               \
         if (TEST_SANITIZED) /* fork + abort under sanitizers: noise */ \
@@ -317,5 +364,17 @@ TEST(free_of_stack_address_aborts) { ABORT_CASE(free_stack); }
 TEST(free_of_interior_pointer_aborts) { ABORT_CASE(free_interior); }
 TEST(free_of_interior_pointer_of_huge_block_aborts) { ABORT_CASE(free_interior_huge); }
 TEST(double_free_from_other_threads_aborts) { ABORT_CASE(double_free_remote); }
+TEST(free_of_a_block_never_carved_aborts) { ABORT_CASE(free_uncarved); }
+TEST(free_of_a_block_never_carved_from_another_thread_aborts)
+{
+    ABORT_CASE(free_uncarved_remote);
+}
+TEST(realloc_of_a_freed_block_aborts)
+{
+    if (TEST_SANITIZED)
+        TEST_SKIP("sanitizer build");
+    expect_abort_in(realloc_freed, "realloc");
+    expect_abort_in(realloc_freed_bitmap, "realloc");
+}
 
 TEST_MAIN()

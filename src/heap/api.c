@@ -230,9 +230,8 @@ static heap_page *heap_page_of(const void *p, const char *what)
     if (!pg)
         mote__heap_invalid_free(p, what);
     if (pg->kind == HEAP_PAGE_SMALL || pg->kind == HEAP_PAGE_BITMAP) {
-        uint64_t off = u - (uintptr_t)pg->start;
-        if (((off * pg->div_magic) >> 40) * pg->bsize != off ||
-            off >= (uint64_t)pg->reserved * pg->bsize)
+        uint64_t off = u - (uintptr_t)pg->start, i = (off * pg->div_magic) >> 40;
+        if (i * pg->bsize != off || i >= page_capacity(pg)) /* or never carved */
             mote__heap_invalid_free(p, what);
     } else if (pg->first != p || page_used(pg) != 1) {
         mote__heap_invalid_free(p, what);
@@ -310,10 +309,13 @@ HEAP_INLINE void heap_free_inline(void *p)
         heap_free_slow(p);
         return;
     }
-    uint64_t off = u - (uintptr_t)pg->start;
+    /* Checked on every path: a block's own address, in the carved part of
+     * its page (a pointer into the rest would be handed out twice), and not
+     * free already (the cookie). */
+    uint64_t off = u - (uintptr_t)pg->start, bi = (off * pg->div_magic) >> 40;
     if (HEAP_LIKELY(pg->owner == h)) {
-        if (HEAP_UNLIKELY(b->cookie == (u ^ mote__heap_key) ||
-                          ((off * pg->div_magic) >> 40) * pg->bsize != off))
+        if (HEAP_UNLIKELY(b->cookie == (u ^ mote__heap_key) || bi * pg->bsize != off ||
+                          bi >= page_capacity(pg)))
             mote__heap_invalid_free(p, "free");
         b->next = pg->free;
         b->cookie = u ^ mote__heap_key;
@@ -333,8 +335,7 @@ HEAP_INLINE void heap_free_inline(void *p)
         heap_page *f = &h->foreign[pg->cls];
         if (HEAP_LIKELY(page_used(f) != 0) && foreign_keep(pg->owner)) {
             arch_prefetch_write(b); /* another CPU wrote it: one transfer */
-            if (HEAP_UNLIKELY(((off * pg->div_magic) >> 40) * pg->bsize != off ||
-                              off >= (uint64_t)pg->reserved * pg->bsize ||
+            if (HEAP_UNLIKELY(bi * pg->bsize != off || bi >= page_capacity(pg) ||
                               b->cookie == (u ^ mote__heap_key)))
                 mote__heap_invalid_free(p, "free");
             b->next = f->free;
@@ -350,15 +351,17 @@ HEAP_INLINE void heap_free_inline(void *p)
 
 /* ---- the rest of the API (inlined into every entry point) ---- */
 
-/* what: the caller's name, for the message on an invalid pointer. */
-HEAP_INLINE size_t heap_usable_size(const void *p, const char *what)
+HEAP_INLINE size_t heap_page_usable(const heap_page *pg)
 {
-    if (!p)
-        return 0;
-    heap_page *pg = heap_page_of(p, what);
     if (pg->kind == HEAP_PAGE_LARGE || pg->kind == HEAP_PAGE_HUGE)
         return pg->usable;
     return HEAP_UNLIKELY(pg->prof) ? mote__prof_usable(pg) : pg->bsize;
+}
+
+/* what: the caller's name, for the message on an invalid pointer. */
+HEAP_INLINE size_t heap_usable_size(const void *p, const char *what)
+{
+    return p ? heap_page_usable(heap_page_of(p, what)) : 0;
 }
 
 HEAP_INLINE void *heap_calloc(size_t n, size_t size)
@@ -406,9 +409,17 @@ HEAP_INLINE void *heap_realloc(void *p, size_t n)
         heap_free_inline(p);
         return NULL;
     }
-    size_t us = heap_usable_size(p, "realloc");
-    if (n <= us && n >= us / 2)
+    heap_page *pg = heap_page_of(p, "realloc");
+    size_t us = heap_page_usable(pg);
+    if (n <= us && n >= us / 2) {
+        /* Kept in place: the one way out that does not hand p to free,
+         * whose cookie check catches a block that is free already. */
+        if ((pg->kind == HEAP_PAGE_SMALL || pg->kind == HEAP_PAGE_BITMAP) &&
+            HEAP_UNLIKELY(((const heap_block *)p)->cookie ==
+                          ((uintptr_t)p ^ mote__heap_key)))
+            mote__heap_invalid_free(p, "realloc");
         return p;
+    }
     void *q = heap_malloc_inline(n, false);
     if (!q)
         return NULL; /* errno is ENOMEM; p stays valid */

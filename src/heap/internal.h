@@ -110,13 +110,16 @@ typedef struct __attribute__((aligned(128))) heap_page {
     uint8_t prof;          /* holds blocks sampled by the profiler (stats.c) */
     uint32_t purge_allocs; /* bitmap: allocs when purged was last right (arena lock) */
     uint32_t cached_ms;    /* large/huge in the arena's cache: when freed */
+    uint32_t capacity;     /* blocks carved so far: written by the owner as it
+                              carves (rarely: every HEAP_CARVE_BYTES), read by
+                              every free to refuse a pointer past them; use
+                              page_capacity*() */
     /* ---- second line: written by the owner on every malloc and free ---- */
     __attribute__((aligned(64))) heap_block *free; /* blocks ready to hand out */
     uint32_t used;     /* blocks out (includes blocks freed by other threads not
                           yet back in the owner's hands); written by the owner
                           only, without RMW: use page_used*() so metrics may
                           read it */
-    uint32_t capacity; /* blocks carved so far */
     uint8_t in_full;   /* 1 while out of its class queue */
     uint8_t dirty;     /* bitmap: free blocks may be resident (atomic) */
     uint32_t allocs;   /* bitmap: blocks handed out, ever (atomic, owner) */
@@ -133,7 +136,7 @@ typedef struct __attribute__((aligned(128))) heap_page {
     };
     list_node qlink; /* class queue (owner), or the arena's cache */
 } heap_page;
-_Static_assert(__builtin_offsetof(heap_page, cached_ms) < 64, "read-mostly line");
+_Static_assert(__builtin_offsetof(heap_page, capacity) < 64, "read-mostly line");
 _Static_assert(__builtin_offsetof(heap_page, free) == 64, "owner line");
 _Static_assert(sizeof(heap_page) == 128, "a page descriptor is two lines");
 
@@ -256,6 +259,15 @@ static inline heap_tcache *page_owner(const heap_page *pg)
 }
 
 static inline uint64_t bm_all(const heap_page *pg) { return (1ULL << pg->reserved) - 1; }
+
+static inline uint32_t page_capacity(const heap_page *pg)
+{
+    return LOAD(&pg->capacity, RELAXED);
+}
+static inline void page_capacity_set(heap_page *pg, uint32_t v)
+{
+    STORE(&pg->capacity, v, RELAXED);
+}
 
 static inline uint32_t page_used(const heap_page *pg) { return LOAD(&pg->used, RELAXED); }
 static inline void page_used_set(heap_page *pg, uint32_t v)

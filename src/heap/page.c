@@ -23,20 +23,20 @@ void mote__page_init_small(heap_page *pg, heap_tcache *owner, unsigned cls)
 /* Carves about HEAP_CARVE_BYTES more blocks onto the free list. */
 void mote__page_extend(heap_page *pg)
 {
-    uint32_t n = (uint32_t)(HEAP_CARVE_BYTES / pg->bsize);
+    uint32_t n = (uint32_t)(HEAP_CARVE_BYTES / pg->bsize), cap = page_capacity(pg);
     if (n == 0)
         n = 1;
-    if (n > pg->reserved - pg->capacity)
-        n = pg->reserved - pg->capacity;
+    if (n > pg->reserved - cap)
+        n = pg->reserved - cap;
     if (n == 0)
         return;
-    uint8_t *p = pg->start + (size_t)pg->capacity * pg->bsize;
+    uint8_t *p = pg->start + (size_t)cap * pg->bsize;
     heap_block *head = (heap_block *)p;
     for (uint32_t i = 0; i + 1 < n; i++, p += pg->bsize)
         ((heap_block *)p)->next = (heap_block *)(p + pg->bsize);
     ((heap_block *)p)->next = pg->free;
     pg->free = head;
-    pg->capacity += n;
+    page_capacity_set(pg, cap + n);
 }
 
 /* ---- bitmap pages (classes above 4 KiB) ---- */
@@ -55,7 +55,7 @@ void mote__page_init_bitmap(heap_page *pg, heap_tcache *owner, unsigned cls, boo
     pg->bsize = bsize;
     pg->div_magic = ((1ULL << 40) + bsize - 1) / bsize;
     pg->reserved = n;
-    pg->capacity = n;
+    page_capacity_set(pg, n);
     pg->owner = (heap_tcache *)((uintptr_t)owner | 1);
     pg->prof = owner->shadow_of != NULL;
     /* Fresh (zero) slices hold nothing resident; reused ones may: the

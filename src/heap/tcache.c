@@ -805,11 +805,11 @@ static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
     while (pg) {
         heap_page *next = queue_next(pg);
         if (pg->free) {
-            if (pg->capacity - page_used(pg) >= 4) /* free, or on their way */
+            if (page_capacity(pg) - page_used(pg) >= 4) /* free, or on their way */
                 break;
             if (!some)
                 some = pg;
-        } else if (pg->capacity < pg->reserved) {
+        } else if (page_capacity(pg) < pg->reserved) {
             if (!carve)
                 carve = pg;
         } else {
