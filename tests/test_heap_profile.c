@@ -104,6 +104,34 @@ __attribute__((noinline)) void site_churn(void)
     }
 }
 
+/* Allocations made after a thread's exit began (a key destructor runs
+ * after the allocator's own: its key is older) are sampled as any other. */
+static pthread_key_t dtor_key;
+
+__attribute__((noinline)) void site_dtor_kept(void *arg)
+{
+    (void)arg;
+    kept[nkept++] = A(100000); /* a bitmap block */
+    kept[nkept++] = A(300000); /* a large block */
+}
+
+static void *dtor_thread(void *arg)
+{
+    F(A(64)); /* the thread has a cache, given back before our destructor runs */
+    pthread_setspecific(dtor_key, arg);
+    return NULL;
+}
+
+static void run_dtor_sites(void)
+{
+    CHECK_EQ(pthread_key_create(&dtor_key, site_dtor_kept), 0);
+    for (int i = 0; i < 30; i++) { /* 30 x 400,000 = 12,000,000 B in use */
+        pthread_t t;               /* one at a time: nkept is not atomic */
+        CHECK_EQ(pthread_create(&t, NULL, dtor_thread, (void *)1), 0);
+        pthread_join(t, NULL);
+    }
+}
+
 static void run_sites(void)
 {
     site_small_kept();
@@ -111,6 +139,7 @@ static void run_sites(void)
     site_large_kept();
     site_huge_kept();
     site_churn();
+    run_dtor_sites();
 }
 
 static const struct {
@@ -119,7 +148,7 @@ static const struct {
 } truth[] = {
     {"site_small_kept", 20e6, 20e6}, {"site_bitmap_kept", 15e6, 15e6},
     {"site_large_kept", 12e6, 12e6}, {"site_huge_kept", 15e6, 15e6},
-    {"site_churn", 0, 64e6},
+    {"site_churn", 0, 64e6},        {"site_dtor_kept", 12e6, 12e6},
 };
 
 /* Child mode: allocate, then write the profile on demand to $PROF_OUT (and

@@ -180,6 +180,13 @@ static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero, bo
     if (!p)
         return NULL;
     heap_tcache *h = mote__heap_tls;
+    bool exited = false;
+    if (HEAP_UNLIKELY(h == &mote__heap_tcache_empty) && LOAD(&mote__prof_on, RELAXED)) {
+        /* no cache (after the thread's exit, or big blocks only): one for
+         * the profiler's countdown, as a small block would take */
+        heap_tcache *t = mote__tcache_take(&exited);
+        h = t ? t : h;
+    }
     bool sampled = h != &mote__heap_tcache_empty && (h->sample_left -= (int64_t)n) < 0;
     if (zero || sampled) {
         heap_segment *seg = heap_segment_of(p);
@@ -196,6 +203,8 @@ static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero, bo
             mote__prof_note_big(h, pg, n, tail ? (void *)fp : fp[0]);
         }
     }
+    if (HEAP_UNLIKELY(exited))
+        mote__tcache_give_back(h);
     return p;
 }
 

@@ -401,6 +401,11 @@ void mote__page_bm_note_free(heap_page *pg);
  * the allocating code) or not (our caller is the entry point's frame): the
  * profiler's stack walk starts there. */
 void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n, bool tail);
+/* A cache for a thread that has none (mote__heap_tls is the empty one):
+ * *exited says its thread has exited already, and then the caller gives it
+ * back with mote__tcache_give_back once done; NULL when out of memory. */
+heap_tcache *mote__tcache_take(bool *exited);
+void mote__tcache_give_back(heap_tcache *h);
 /* A block of class cls from cache h, never sampled (the profiler's shadow
  * caches and the messages of remote frees). */
 void *mote__tcache_alloc_in(heap_tcache *h, unsigned cls);

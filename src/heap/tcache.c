@@ -874,27 +874,23 @@ void *mote__tcache_alloc_in(heap_tcache *h, unsigned cls)
     return b;
 }
 
-/* An allocation after the thread's exit (tcache_exited): a cache for the
- * one block, given back at once. */
-static HEAP_COLD void *tcache_alloc_exited(unsigned cls, size_t n)
+heap_tcache *mote__tcache_take(bool *exited)
 {
-    heap_tcache *h = tcache_acquire();
-    if (!h) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    void *p = mote__tcache_alloc_in(h, cls ? cls : sizeclass_of(n));
-    tcache_thread_exit(h);
-    return p;
+    heap_ensure_init();
+    *exited = tcache_exited;
+    return tcache_acquire();
 }
+
+void mote__tcache_give_back(heap_tcache *h) { tcache_thread_exit(h); }
 
 void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n, bool tail)
 {
+    bool exited = false;
     if (h == &mote__heap_tcache_empty) {
-        heap_ensure_init();
-        if (HEAP_UNLIKELY(tcache_exited))
-            return tcache_alloc_exited(cls, n);
-        h = tcache_acquire();
+        /* A thread's first allocation, or one after its exit (a key
+         * destructor's, say): then a cache for this one block, given back
+         * at once, but sampled as any other. */
+        h = mote__tcache_take(&exited);
         if (!h) {
             errno = ENOMEM;
             return NULL;
@@ -906,14 +902,17 @@ void *mote__tcache_alloc_slow(heap_tcache *h, unsigned cls, size_t n, bool tail)
      * here because the count fell below 0. */
     if (h->sample_left >= 0)
         h->sample_left -= (int64_t)n;
+    void *p = NULL;
     if (HEAP_UNLIKELY(h->sample_left < 0)) {
         /* the public entry point's frame: ours when it tail-called us */
         void **fp = __builtin_frame_address(0);
-        void *p = mote__prof_alloc_small(h, cls, n, tail ? (void *)fp : fp[0]);
-        if (p)
-            return p;
+        p = mote__prof_alloc_small(h, cls, n, tail ? (void *)fp : fp[0]);
     }
-    return mote__tcache_alloc_in(h, cls);
+    if (!p)
+        p = mote__tcache_alloc_in(h, cls);
+    if (HEAP_UNLIKELY(exited))
+        tcache_thread_exit(h);
+    return p;
 }
 
 /* The owner freed a block of pg and pg is now empty or was parked full. */
