@@ -134,6 +134,26 @@ static void arena_release_locked(void)
     }
 }
 
+static void segment_unmap(heap_segment *seg);
+
+/* Lock held.  A mapping failed (the address space is out: RLIMIT_AS, or the
+ * kernel's overcommit): everything free goes back to the OS now, not at
+ * its decay, wholly free segments unmapped; true if any address space was
+ * given back, for one more try.  (Without it, a program that freed all its
+ * memory got ENOMEM for every big block until the decay period passed.) */
+static bool arena_unmap_free(void)
+{
+    uint64_t mapped = LOAD(&st_mapped, RELAXED);
+    arena_release_locked();
+    heap_segment *next;
+    for (heap_segment *seg = avail_first(); seg; seg = next) {
+        next = avail_next(seg);
+        if (seg->free_mask == ~1ULL) /* (slices in transit are not in it) */
+            segment_unmap(seg);
+    }
+    return LOAD(&st_mapped, RELAXED) < mapped;
+}
+
 /* Lock held.  May `bytes` more become committed?  Near the limit, first
  * returns everything free; past it, no. */
 static bool arena_reserve(uint64_t bytes)
@@ -222,6 +242,8 @@ heap_page *mote__arena_page_alloc_ex(uint32_t n, bool *zero, bool clean_first)
                 break;
     if (!seg) {
         seg = segment_new();
+        if (!seg && arena_unmap_free())
+            seg = segment_new();
         if (!seg)
             return NULL;
         starts = run_starts(seg->free_mask, n);
@@ -549,6 +571,12 @@ void *mote__arena_huge_alloc(size_t size, size_t align)
         pg->zeroed = 0;
     } else {
         uint8_t *base = huge_map(total, hdr, a);
+        if (!base) {
+            heap_lock_acquire(&mote__heap_arena_lock);
+            bool again = arena_unmap_free();
+            heap_lock_release(&mote__heap_arena_lock);
+            base = again ? huge_map(total, hdr, a) : NULL;
+        }
         if (!base) {
             errno = ENOMEM;
             return NULL;
