@@ -44,6 +44,17 @@ static ssize_t fdio_read_once(pdesc *pd, uint32_t seq, int fd, void *buf, size_t
     return k;
 }
 
+/* A call with a 0 timeout asks the kernel once even when the flags say
+ * "not ready": they say so until a worker next polls, and data may have
+ * come since (a task told of it by another thread got -ETIMEDOUT). */
+static inline bool fdio_ask_now(int64_t deadline, bool *asked)
+{
+    if (deadline != 0 || *asked)
+        return false;
+    *asked = true;
+    return true;
+}
+
 static int fdio_check(int fd)
 {
     if (!mote__self())
@@ -71,6 +82,7 @@ int mote_wait_fd(int fd, int events, int64_t timeout_ns)
                          ((events & MOTE_WRITABLE) ? POLLOUT : 0));
     int dirs = ((events & MOTE_READABLE) ? PD_WANT_READ : 0) |
                ((events & MOTE_WRITABLE) ? PD_WANT_WRITE : 0);
+    bool asked = false;
     for (;;) {
         /* A flag at 0 means "not ready": every call that clears it checks
          * the kernel right after, and an edge sets it again.  Only then can
@@ -78,7 +90,7 @@ int mote_wait_fd(int fd, int events, int64_t timeout_ns)
         bool maybe = false;
         for (int d = 0; d < 2; d++)
             maybe |= (dirs & (1 << d)) && LOAD(&pd->ready[d], ACQUIRE);
-        if (!maybe) {
+        if (!maybe && !fdio_ask_now(deadline, &asked)) {
             if ((r = mote__netpoll_wait(fd, pd, seq, dirs, deadline)))
                 return r;
             /* Woken by an edge: trust it, as poll(2) is trusted (the rare
@@ -104,9 +116,9 @@ int mote_wait_fd(int fd, int events, int64_t timeout_ns)
             /* (closed: the number and its flags may be another
              * descriptor's by now, whose readiness we took) */
             if (events & MOTE_READABLE)
-                STORE(&pd->ready[PD_READ], 1, RELAXED);
+                mote__netpoll_rearm(pd, PD_READ);
             if (events & MOTE_WRITABLE)
-                STORE(&pd->ready[PD_WRITE], 1, RELAXED);
+                mote__netpoll_rearm(pd, PD_WRITE);
             return r;
         }
         int pr = poll(&p, 1, 0);
@@ -123,9 +135,9 @@ int mote_wait_fd(int fd, int events, int64_t timeout_ns)
         if (got) {
             /* the descriptor stays ready for the call that follows */
             if (got & MOTE_READABLE)
-                STORE(&pd->ready[PD_READ], 1, RELAXED);
+                mote__netpoll_rearm(pd, PD_READ);
             if (got & MOTE_WRITABLE)
-                STORE(&pd->ready[PD_WRITE], 1, RELAXED);
+                mote__netpoll_rearm(pd, PD_WRITE);
             return got;
         }
         if ((r = mote__netpoll_wait(fd, pd, seq, dirs, deadline)))
@@ -181,8 +193,9 @@ ssize_t mote_read(int fd, void *buf, size_t n, int64_t timeout_ns)
         return k >= 0 || errno == EAGAIN ? 0 : -errno;
     }
     int64_t deadline = mote__park_deadline(timeout_ns);
+    bool asked = false;
     for (;;) {
-        if (XCHG(&pd->ready[PD_READ], 0, ACQUIRE)) {
+        if (XCHG(&pd->ready[PD_READ], 0, ACQUIRE) || fdio_ask_now(deadline, &asked)) {
             ssize_t k = fdio_read_once(pd, seq, fd, buf, n);
             if (k >= 0) {
                 /* A short read of a TCP stream took all there was: the
@@ -192,16 +205,16 @@ ssize_t mote_read(int fd, void *buf, size_t n, int64_t timeout_ns)
                  * brought this data also reported. */
                 if ((size_t)k == n || pd->kind != PD_STREAM || k == 0 ||
                     LOAD(&pd->stops, RELAXED))
-                    STORE(&pd->ready[PD_READ], 1, RELAXED);
+                    mote__netpoll_rearm(pd, PD_READ);
                 return k;
             }
             if (errno == EINTR) {
-                STORE(&pd->ready[PD_READ], 1, RELAXED);
+                mote__netpoll_rearm(pd, PD_READ);
                 continue;
             }
             if (errno != EAGAIN) { /* errors persist: the next call sees it */
                 int e = errno;
-                STORE(&pd->ready[PD_READ], 1, RELAXED);
+                mote__netpoll_rearm(pd, PD_READ);
                 return -e;
             }
         }
@@ -271,26 +284,27 @@ ssize_t mote_write(int fd, const void *buf, size_t n, int64_t timeout_ns)
     int64_t deadline = mote__park_deadline(timeout_ns);
     const char *p = buf;
     size_t done = 0;
+    bool asked = false;
     do {
-        if (XCHG(&pd->ready[PD_WRITE], 0, ACQUIRE)) {
+        if (XCHG(&pd->ready[PD_WRITE], 0, ACQUIRE) || fdio_ask_now(deadline, &asked)) {
             ssize_t k = fdio_write_once(pd, seq, fd, p + done, n - done);
             if (k >= 0) {
                 done += (size_t)k;
                 if (done == n) { /* room may be left: keep it ready */
-                    STORE(&pd->ready[PD_WRITE], 1, RELAXED);
+                    mote__netpoll_rearm(pd, PD_WRITE);
                     break;
                 }
                 if (pd->kind != PD_STREAM && pd->kind != PD_PIPE)
-                    STORE(&pd->ready[PD_WRITE], 1, RELAXED);
+                    mote__netpoll_rearm(pd, PD_WRITE);
                 continue; /* a short write: the buffer is full, wait */
             }
             if (errno == EINTR) {
-                STORE(&pd->ready[PD_WRITE], 1, RELAXED);
+                mote__netpoll_rearm(pd, PD_WRITE);
                 continue;
             }
             if (errno != EAGAIN) {
                 int e = errno;
-                STORE(&pd->ready[PD_WRITE], 1, RELAXED);
+                mote__netpoll_rearm(pd, PD_WRITE);
                 return done ? (ssize_t)done : -e;
             }
         }
@@ -312,10 +326,11 @@ int mote_accept(int lfd, struct sockaddr *addr, socklen_t *addrlen, int64_t time
     if ((r = mote__netpoll_get(lfd, false, &pd, &seq)))
         return r;
     int64_t deadline = mote__park_deadline(timeout_ns);
+    bool asked = false;
     for (;;) {
-        if (XCHG(&pd->ready[PD_READ], 0, ACQUIRE)) {
+        if (XCHG(&pd->ready[PD_READ], 0, ACQUIRE) || fdio_ask_now(deadline, &asked)) {
             if ((r = mote__netpoll_enter(pd, seq, lfd))) {
-                STORE(&pd->ready[PD_READ], 1, RELAXED); /* as in mote_wait_fd */
+                mote__netpoll_rearm(pd, PD_READ); /* as in mote_wait_fd */
                 return r;
             }
             int fd = accept4(lfd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -323,18 +338,18 @@ int mote_accept(int lfd, struct sockaddr *addr, socklen_t *addrlen, int64_t time
             if (fd >= 0) {
                 mote__netpoll_fresh(fd);
                 /* more connections may be queued */
-                STORE(&pd->ready[PD_READ], 1, RELAXED);
+                mote__netpoll_rearm(pd, PD_READ);
                 return fd;
             }
             switch (errno) {
             case EAGAIN: break;
             case EINTR:
             case ECONNABORTED: /* the peer gave up already: take the next */
-                STORE(&pd->ready[PD_READ], 1, RELAXED);
+                mote__netpoll_rearm(pd, PD_READ);
                 continue;
             default:
                 /* EMFILE & co.: the condition may pass; stay ready */
-                STORE(&pd->ready[PD_READ], 1, RELAXED);
+                mote__netpoll_rearm(pd, PD_READ);
                 return -errno;
             }
         }
@@ -379,12 +394,12 @@ int mote_connect(int fd, const struct sockaddr *addr, socklen_t len, int64_t tim
     int cr = connect(fd, addr, len), e = errno;
     mote__netpoll_leave(pd, fd);
     if (cr == 0) {
-        STORE(&pd->ready[PD_WRITE], 1, RELAXED);
+        mote__netpoll_rearm(pd, PD_WRITE);
         return 0;
     }
     if (e != EINPROGRESS && e != EINTR) {
         /* no connection under way, so no edge will come: as it was */
-        STORE(&pd->ready[PD_WRITE], 1, RELAXED);
+        mote__netpoll_rearm(pd, PD_WRITE);
         return -e;
     }
     int64_t deadline = mote__park_deadline(timeout_ns);

@@ -69,6 +69,8 @@ static void netpoll_fork_child(void)
     for (size_t c = 0; c < PD_MAX_FD / PD_CHUNK; c++) {
         pdesc *chunk = LOAD(&np.chunks[c], RELAXED);
         for (size_t i = 0; chunk && i < PD_CHUNK; i++) {
+            STORE(&chunk[i].parked[0], 0, RELAXED);
+            STORE(&chunk[i].parked[1], 0, RELAXED);
             uint32_t busy = LOAD(&chunk[i].busy, RELAXED);
             if ((busy & (PD_CLOSING | PD_CLOSE_NOW)) == PD_CLOSING)
                 close((int)(c * PD_CHUNK + i));
@@ -226,14 +228,35 @@ int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out, uint32_t *seq)
 /* Teardown's hook for the record of a discarded task (waitq.h). */
 static void pd_discard(waiter *w)
 {
+    pdesc *pd = w->obj;
     if (w->linked) {
-        pdesc *pd = w->obj;
         spin_lock(&pd->lock);
         mote__waitq_unlink(w);
         spin_unlock(&pd->lock);
     }
+    FETCH_SUB(&pd->parked[w->q == &pd->waiters[PD_WRITE]], 1, RELAXED);
     if (w->idx) /* the one record of its wait that carries the count */
         FETCH_SUB(&np.nwaiting, 1, RELAXED);
+}
+
+static void pd_unpark(pdesc *pd, int dirs)
+{
+    for (int d = 0; d < 2; d++)
+        if (dirs & (1 << d))
+            FETCH_SUB(&pd->parked[d], 1, RELAXED);
+}
+
+void mote__netpoll_rearm(pdesc *pd, int d)
+{
+    STORE(&pd->ready[d], 1, SEQ_CST);
+    if (__builtin_expect(!LOAD(&pd->parked[d], SEQ_CST), 1))
+        return;
+    waiter *list = NULL;
+    spin_lock(&pd->lock);
+    if (LOAD(&pd->ready[d], RELAXED)) /* (not taken again meanwhile) */
+        mote__waitq_claim_all(&pd->waiters[d], 0, &list);
+    spin_unlock(&pd->lock);
+    mote__waitq_wake(list);
 }
 
 int mote__netpoll_wait(int fd, pdesc *pd, uint32_t seq, int dirs, int64_t deadline)
@@ -250,14 +273,21 @@ int mote__netpoll_wait(int fd, pdesc *pd, uint32_t seq, int dirs, int64_t deadli
         spin_unlock(&pd->lock);
         return -ECANCELED;
     }
+    /* Counted before the look at ready, and mote__netpoll_rearm sets
+     * ready before it looks at the count (both seq_cst): it sees us, or we
+     * see its flag. */
     for (int d = 0; d < 2; d++)
-        if ((dirs & (1 << d)) && LOAD(&pd->ready[d], ACQUIRE)) {
-            spin_unlock(&pd->lock);
-            return 0;
-        }
-    if (deadline >= 0 && (deadline == 0 || deadline <= mote__os_now_ns())) {
+        if (dirs & (1 << d))
+            FETCH_ADD(&pd->parked[d], 1, SEQ_CST);
+    bool ready = false, late = false;
+    for (int d = 0; d < 2; d++)
+        ready |= (dirs & (1 << d)) && LOAD(&pd->ready[d], SEQ_CST);
+    if (!ready)
+        late = deadline >= 0 && (deadline == 0 || deadline <= mote__os_now_ns());
+    if (ready || late) {
+        pd_unpark(pd, dirs);
         spin_unlock(&pd->lock);
-        return -ETIMEDOUT;
+        return ready ? 0 : -ETIMEDOUT;
     }
     waiter w[2];
     mote__park_prepare(dirs == PD_WANT_WRITE ? "fd write" : "fd read",
@@ -273,6 +303,7 @@ int mote__netpoll_wait(int fd, pdesc *pd, uint32_t seq, int dirs, int64_t deadli
     spin_unlock(&pd->lock);
     int r = mote__park_until(deadline);
     FETCH_SUB(&np.nwaiting, 1, RELAXED);
+    pd_unpark(pd, dirs);
     if (w[0].linked || w[1].linked) { /* a timeout, or the other direction */
         spin_lock(&pd->lock);
         for (int d = 0; d < 2; d++)

@@ -13,7 +13,13 @@
  *   a task before its system call: ready = 0 (it consumes the readiness)
  *   a task after EAGAIN:           lock; if ready: retry; else publish a
  *                                  record and park; unlock
- * so an edge between the system call and the park is never lost.  After a
+ * so an edge between the system call and the park is never lost.  A task
+ * that took `ready` and leaves it set again (its call found more room or
+ * data than it used) hands it on with mote__netpoll_rearm: one edge wakes
+ * every waiter, the first takes the flag, and the others, which found it
+ * taken and parked again, would otherwise sleep with the descriptor ready
+ * and no edge to come (two tasks writing to one socket: one waited for its
+ * timeout).  After a
  * short read of a TCP stream (all there was) ready stays 0 and the next read
  * parks without trying; otherwise ready is set back to 1, so the next call
  * tries the system call first.  Not once an edge reported something a
@@ -45,6 +51,8 @@ typedef struct pdesc {
     uint8_t kind;          /* enum pd_kind, valid once registered */
     uint8_t ready[2];      /* atomic, per direction */
     uint8_t stops;         /* atomic: an edge reported os_poll_event.stops_reads */
+    uint32_t parked[2];    /* atomic, per direction: tasks in mote__netpoll_wait
+                              past their look at `ready` (mote__netpoll_rearm) */
     mote_waitq waiters[2]; /* per direction */
 } pdesc;
 
@@ -87,6 +95,10 @@ static inline int mote__netpoll_enter(pdesc *pd, uint32_t seq, int fd)
     }
     return 0;
 }
+
+/* A call that took ready[d] leaves the descriptor ready for the next one:
+ * sets the flag again, and wakes the tasks that parked on d meanwhile. */
+void mote__netpoll_rearm(pdesc *pd, int d);
 
 struct worker;
 

@@ -616,6 +616,90 @@ TEST_TASK(a_close_frees_the_number_after_the_calls_in_flight)
         printf("skipped: no close came while the write ran (10 tries)\n");
 }
 
+/* Two tasks write to one socket.  One edge wakes both; the first takes the
+ * readiness and writes, the second finds it taken and parks again; the
+ * first, done with room left, must hand the readiness on, or the second
+ * sleeps with room there and no edge to come (it timed out: 7 runs in 120
+ * of a reviewer's program). */
+enum { TW_LEN = 1 << 20 };
+static int tw_fd;
+static char *tw_buf;
+static atomic_long tw_result[2];
+static atomic_int tw_done;
+
+static void twin_writer(void *arg)
+{
+    intptr_t i = (intptr_t)arg;
+    atomic_store(&tw_result[i], (long)mote_write(tw_fd, tw_buf, TW_LEN, 5000 * MS));
+    atomic_fetch_add(&tw_done, 1);
+}
+
+TEST_TASK(two_writers_on_one_socket_both_finish)
+{
+    char addr[64];
+    int l = listen_any(addr, sizeof addr);
+    CHECK((tw_buf = calloc(1, TW_LEN)) != NULL);
+    static char sink[1 << 16];
+    for (int it = 0; it < TEST_SCALE(60, 6); it++) {
+        atomic_store(&tw_done, 0);
+        tw_fd = mote_dial_tcp(addr, 2000 * MS);
+        CHECK(tw_fd >= 0);
+        int s = mote_accept(l, NULL, NULL, 2000 * MS);
+        CHECK(s >= 0);
+        CHECK_EQ(mote_go(twin_writer, (void *)0), 0);
+        CHECK_EQ(mote_go(twin_writer, (void *)1), 0);
+        long got = 0;
+        while (got < 2L * TW_LEN) {
+            ssize_t r = mote_read(s, sink, sizeof sink, 6000 * MS);
+            if (r <= 0)
+                break;
+            got += r;
+        }
+        while (atomic_load(&tw_done) < 2)
+            mote_sleep(MS);
+        CHECK_EQ(atomic_load(&tw_result[0]), TW_LEN);
+        CHECK_EQ(atomic_load(&tw_result[1]), TW_LEN);
+        CHECK_EQ(got, 2L * TW_LEN);
+        mote_close(tw_fd);
+        mote_close(s);
+    }
+    free(tw_buf);
+    mote_close(l);
+}
+
+/* A 0 timeout asks the kernel: data sent since the last poll is there to
+ * read (-ETIMEDOUT every time with one worker: the flag said "not ready"
+ * until a worker polled). */
+TEST_TASK(a_zero_timeout_finds_what_came_since_the_last_poll)
+{
+    int sv[2];
+    CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    char b;
+    for (int i = 0; i < 100; i++) {
+        CHECK_EQ(mote_read(sv[0], &b, 1, 0), -ETIMEDOUT); /* nothing yet */
+        CHECK_EQ(mote_wait_fd(sv[0], MOTE_READABLE, 0), -ETIMEDOUT);
+        CHECK_EQ(write(sv[1], "x", 1), 1); /* no scheduling point since */
+        if (i % 2)
+            CHECK_EQ(mote_wait_fd(sv[0], MOTE_READABLE, 0), MOTE_READABLE);
+        CHECK_EQ(mote_read(sv[0], &b, 1, 0), 1);
+    }
+    char addr[64];
+    int l = listen_any(addr, sizeof addr);
+    CHECK_EQ(mote_accept(l, NULL, NULL, 0), -ETIMEDOUT);
+    int c = socket(AF_INET, SOCK_STREAM, 0); /* a plain blocking connect */
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t sl = sizeof sa;
+    CHECK_EQ(getsockname(l, (struct sockaddr *)&sa, &sl), 0);
+    CHECK_EQ(connect(c, (struct sockaddr *)&sa, sl), 0);
+    int a = mote_accept(l, NULL, NULL, 0);
+    CHECK(a >= 0);
+    mote_close(a);
+    close(c);
+    mote_close(l);
+    mote_close(sv[0]);
+    close(sv[1]);
+}
+
 /* A fork while a close waits for a call in flight: the child, where that
  * call's thread does not exist, does not keep the descriptor open (it did,
  * for its whole life). */
