@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "os/os.h"
@@ -351,6 +352,22 @@ static void pd_forget(int fd)
     mote__waitq_wake(list);
 }
 
+/* On the blocking pool: a close(2) that may linger. */
+static intptr_t pd_close_run(void *arg)
+{
+    return close((int)(intptr_t)arg) == 0 ? 0 : -errno;
+}
+
+/* Whether close(2) of fd may wait: a TCP socket with SO_LINGER set waits
+ * up to its linger time for the peer to take the unsent data. */
+static bool pd_close_lingers(const pdesc *pd, int fd)
+{
+    struct linger l;
+    socklen_t len = sizeof l;
+    return pd->kind == PD_STREAM && getsockopt(fd, SOL_SOCKET, SO_LINGER, &l, &len) == 0 &&
+           l.l_onoff && l.l_linger > 0;
+}
+
 int mote__netpoll_close_last(pdesc *pd, int fd)
 {
     /* (a call that backs out of a closing descriptor may be last too: the
@@ -359,7 +376,11 @@ int mote__netpoll_close_last(pdesc *pd, int fd)
     if (!CAS(&pd->busy, &want, PD_CLOSING | PD_CLOSE_NOW, ACQ_REL))
         return 0;
     int e = errno; /* a call leaves between its system call and its errno */
-    int r = close(fd) == 0 ? 0 : -errno;
+    /* A task's lingering close waits on the blocking pool, not its worker
+     * (it held every task of that worker for the linger time). */
+    int r = mote__self() && pd_close_lingers(pd, fd)
+                ? (int)mote_offload(pd_close_run, (void *)(intptr_t)fd)
+                : close(fd) == 0 ? 0 : -errno;
     errno = e;
     /* the number may be registered again */
     FETCH_AND(&pd->busy, ~(PD_CLOSING | PD_CLOSE_NOW), RELEASE);

@@ -1208,6 +1208,67 @@ TEST(a_busy_worker_still_polls_the_network)
     unsetenv("MOTE_WORKERS");
 }
 
+/* A close(2) that lingers (SO_LINGER, unsent data the peer does not take)
+ * runs on the blocking pool: the one worker keeps running its other tasks
+ * (a 1 ms ticker was held for the whole linger time). */
+static atomic_int lc_closing;
+static atomic_llong lc_worst_gap;
+
+static void lc_ticker(void *arg)
+{
+    (void)arg;
+    int64_t last = mote_now();
+    for (;;) {
+        mote_sleep(MS);
+        int64_t now = mote_now();
+        int phase = atomic_load(&lc_closing);
+        if (phase >= 1 && now - last > atomic_load(&lc_worst_gap))
+            atomic_store(&lc_worst_gap, now - last);
+        last = now;
+        if (phase == 2)
+            break;
+    }
+    atomic_store(&lc_closing, 3);
+}
+
+static void lingering_close_main(void *arg)
+{
+    (void)arg;
+    char addr[64];
+    int l = listen_any(addr, sizeof addr);
+    int c = mote_dial_tcp(addr, 2000 * MS);
+    CHECK(c >= 0);
+    int s = mote_accept(l, NULL, NULL, 2000 * MS); /* never read */
+    CHECK(s >= 0);
+    static char junk[1 << 16];
+    while (mote_write(c, junk, sizeof junk, 50 * MS) == (ssize_t)sizeof junk)
+        ; /* both buffers full */
+    struct linger lg = {.l_onoff = 1, .l_linger = 1};
+    CHECK_EQ(setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
+    CHECK_EQ(mote_go(lc_ticker, NULL), 0);
+    mote_sleep(5 * MS);
+    atomic_store(&lc_closing, 1);
+    int64_t t0 = mote_now();
+    CHECK_EQ(mote_close(c), 0); /* after the linger time, or on the pool's error */
+    int64_t took = mote_now() - t0;
+    atomic_store(&lc_closing, 2);
+    while (atomic_load(&lc_closing) != 3)
+        mote_sleep(MS);
+    printf("close took %.0f ms, the ticker's worst gap meanwhile %.1f ms\n", took / 1e6,
+           atomic_load(&lc_worst_gap) / 1e6);
+    if (took > 500 * MS) /* it did linger: the ticker must have kept going */
+        CHECK(atomic_load(&lc_worst_gap) < took / 2);
+    mote_close(s);
+    mote_close(l);
+}
+
+TEST(a_lingering_close_does_not_hold_its_worker)
+{
+    setenv("MOTE_WORKERS", "1", 1);
+    CHECK_EQ(mote_run(lingering_close_main, NULL), 0);
+    unsetenv("MOTE_WORKERS");
+}
+
 /* ---- the close against calls in flight, across runs and threads ---- */
 
 /* A run that ends while a file read runs on the blocking pool: the read
