@@ -48,6 +48,10 @@ static __attribute__((noinline)) bool echo_available(int fd)
                 fprintf(stderr, "echo: write: %s\n", mote_strerror((int)w));
             return false;
         }
+        /* A short read took all there was: wait for more without asking
+         * again (what comes meanwhile makes the wait return at once). */
+        if ((size_t)n < sizeof buf)
+            return true;
     }
 }
 

@@ -128,13 +128,14 @@ static __attribute__((noinline)) int serve_requests(conn *c)
     for (;;) {
         /* Between requests never wait here (timeout 0): the caller waits.
          * Inside one, wait: its first bytes are in `in`. */
-        ssize_t n =
-            mote_read(c->fd, in + len, sizeof in - len, len ? IDLE_TIMEOUT_NS : 0);
+        size_t room = sizeof in - len;
+        ssize_t n = mote_read(c->fd, in + len, room, len ? IDLE_TIMEOUT_NS : 0);
         if (len == 0 && (n == -ETIMEDOUT || n == -EAGAIN))
             return WAIT;
         if (n <= 0) /* closed, reset, or silent too long */
             return BROKEN;
         len += (size_t)n;
+        bool drained = (size_t)n < room; /* a short read took all there was */
         hello_refresh();
 
         /* Answer every complete request in the buffer, into one write. */
@@ -183,6 +184,8 @@ static __attribute__((noinline)) int serve_requests(conn *c)
         /* Keep the unparsed rest (part of the next request) at the start. */
         memmove(in, in + pos, len - pos);
         len -= pos;
+        if (len == 0 && drained) /* the caller waits for more */
+            return WAIT;
     }
 }
 
