@@ -32,8 +32,10 @@ enum {
     OUT_SIZE = 16384,
     RESP_MAX = 256, /* the longest response we build */
 };
-/* A connection silent this long (mid-request too) is closed: without it a
- * client could hold a task forever by sending one byte a day. */
+/* A connection silent this long between requests is closed, and so is one
+ * whose request (head and body) takes longer than this from its first
+ * byte: without them a client could hold a task forever, by sending
+ * nothing or one byte a day. */
 static const int64_t IDLE_TIMEOUT_NS = 60 * INT64_C(1000000000);
 /* How long a connection we close may still send what it had in flight. */
 static const int64_t LINGER_NS = 2 * INT64_C(1000000000);
@@ -113,7 +115,18 @@ enum { WAIT, CLOSE_AFTER_REPLY, BROKEN };
 typedef struct conn {
     int fd;
     int64_t body_left; /* body bytes still to read and drop */
+    int64_t deadline;  /* of the request under way (0: none) */
 } conn;
+
+/* What is left of the time of the request under way (-1: none), its time
+ * starting now if it has not yet (its first bytes are here). */
+static int64_t request_wait(conn *c)
+{
+    int64_t now = mote_now();
+    if (!c->deadline)
+        c->deadline = now + IDLE_TIMEOUT_NS;
+    return c->deadline > now ? c->deadline - now : -1;
+}
 
 /* Reads and answers requests until the socket has nothing more for now at
  * a request boundary (WAIT), or the connection ends.  The 32 KiB of
@@ -129,13 +142,18 @@ static __attribute__((noinline)) int serve_requests(conn *c)
         /* Between requests never wait here (timeout 0): the caller waits.
          * Inside one, wait: its first bytes are in `in`. */
         size_t room = sizeof in - len;
-        ssize_t n = mote_read(c->fd, in + len, room, len ? IDLE_TIMEOUT_NS : 0);
+        int64_t wait = len > 0 ? request_wait(c) : 0; /* 0: never waits */
+        if (wait < 0) /* the request took too long */
+            return BROKEN;
+        ssize_t n = mote_read(c->fd, in + len, room, wait);
         if (len == 0 && (n == -ETIMEDOUT || n == -EAGAIN))
             return WAIT;
         if (n <= 0) /* closed, reset, or silent too long */
             return BROKEN;
         len += (size_t)n;
         bool drained = (size_t)n < room; /* a short read took all there was */
+        if (request_wait(c) < 0) /* (starts the time of a new request) */
+            return BROKEN;
         hello_refresh();
 
         /* Answer every complete request in the buffer, into one write. */
@@ -150,6 +168,7 @@ static __attribute__((noinline)) int serve_requests(conn *c)
                 c->body_left -= (int64_t)take;
                 if (c->body_left > 0)
                     break;
+                c->deadline = 0; /* that request is done */
             }
             http_request req;
             http_result r = http_parse_request(&parser, in + pos, len - pos, &req);
@@ -172,6 +191,8 @@ static __attribute__((noinline)) int serve_requests(conn *c)
             outlen += put_hello(out + outlen, &req, end == CLOSE_AFTER_REPLY);
             pos += req.head_len;
             c->body_left = req.content_length;
+            if (!c->body_left) /* the next request's time starts anew */
+                c->deadline = 0;
             http_parser_init(&parser);
             if (end == CLOSE_AFTER_REPLY)
                 break;
@@ -191,14 +212,17 @@ static __attribute__((noinline)) int serve_requests(conn *c)
 
 static void serve_conn(void *arg)
 {
-    conn c = {(int)(intptr_t)arg, 0};
+    conn c = {(int)(intptr_t)arg, 0, 0};
     int end;
-    /* Wait for the next request here, with a shallow stack. */
-    while ((end = serve_requests(&c)) == WAIT)
-        if (mote_wait_fd(c.fd, MOTE_READABLE, IDLE_TIMEOUT_NS) < 0) {
-            end = BROKEN; /* silent too long */
+    /* Wait for the next request here, with a shallow stack (or for the
+     * rest of a body, within its request's time). */
+    while ((end = serve_requests(&c)) == WAIT) {
+        int64_t wait = c.body_left ? request_wait(&c) : IDLE_TIMEOUT_NS;
+        if (wait < 0 || mote_wait_fd(c.fd, MOTE_READABLE, wait) < 0) {
+            end = BROKEN; /* silent, or slow, too long */
             break;
         }
+    }
     if (end == CLOSE_AFTER_REPLY)
         close_lingering(c.fd);
     else
