@@ -44,6 +44,7 @@ uint64_t mote__freeze_nfrozen;
 
 static struct {
     int ufd;           /* -1: none yet */
+    int pagemap;       /* /proc/self/pagemap, opened with ufd */
     int mode;          /* OS_UFFD_* of ufd */
     int off_reason;    /* enum freeze_off for this run */
     int64_t threshold; /* ns; -1 off */
@@ -54,7 +55,7 @@ static struct {
     uint64_t thaws[FREEZE_NCAUSE];                                           /* atomic */
     void (*orphaned)(struct worker *w); /* the run's (atomic) */
     uint32_t telling;                   /* atomic: thaws that may call it */
-} fz = {.ufd = -1, .stop_fd = -1, .threshold = -1};
+} fz = {.ufd = -1, .pagemap = -1, .stop_fd = -1, .threshold = -1};
 
 /* ---- the state word --------------------------------------------------- */
 
@@ -84,12 +85,32 @@ static void fz_unlock(task *t, uint8_t v)
 #else
 #define FZ_NO_SANITIZE __attribute__((no_sanitize_address, no_sanitize_thread))
 #endif
-FZ_NO_SANITIZE static void fz_copy_out(unsigned char *dst, uintptr_t src, size_t len)
+FZ_NO_SANITIZE static void fz_copy_words(unsigned char *dst, uintptr_t src, size_t len)
 {
     const volatile uint64_t *s = (const volatile uint64_t *)src;
     uint64_t *d = (uint64_t *)(void *)dst;
     for (size_t i = 0; i < len / 8; i++)
         d[i] = s[i];
+}
+
+/* [src, top) into dst, the pages from lo in `empty` as the zeros they
+ * hold: a page the task never wrote (a large local array left alone) is
+ * missing, and reading it would fault to the handler, which leaves a
+ * freezing task's faults waiting for its freezer, here: the worker hung
+ * for good. */
+static void fz_copy_out(unsigned char *dst, uintptr_t src, uintptr_t top, uintptr_t lo,
+                        uint64_t empty)
+{
+    while (src < top) {
+        uintptr_t page = src & ~(uintptr_t)(OS_PAGE - 1), end = page + OS_PAGE;
+        size_t n = (end < top ? end : top) - src;
+        if (empty >> ((page - lo) / OS_PAGE) & 1)
+            memset(dst, 0, n);
+        else
+            fz_copy_words(dst, src, n);
+        dst += n;
+        src += n;
+    }
 }
 
 static __thread unsigned char *fz_bounce; /* FZ_MAX_LIVE + a page, aligned */
@@ -386,8 +407,12 @@ size_t mote__freeze_batch(task *const *cand, size_t n, fz_scratch *scratch)
             continue;
         uintptr_t sp = (uintptr_t)c[i].t->ctx.sp;
         size_t len = c[i].top - sp;
-        fz_image *img = mote_malloc(sizeof *img + len);
-        if (!img) {
+        uint64_t empty;
+        fz_image *img = NULL;
+        if (mote__os_pages_unpopulated(fz.pagemap, c[i].lo,
+                                       (unsigned)((c[i].top - c[i].lo) / OS_PAGE),
+                                       &empty) != 0 ||
+            !(img = mote_malloc(sizeof *img + len))) {
             c[i].taken = false;
             continue;
         }
@@ -397,7 +422,7 @@ size_t mote__freeze_batch(task *const *cand, size_t n, fz_scratch *scratch)
             (uint32_t)(mote__freeze_after(c[i].t, LOAD(&fz.threshold, RELAXED)) /
                        1000000);
         img->frozen_at = mote__os_coarse_ns();
-        fz_copy_out(img->bytes, sp, len);
+        fz_copy_out(img->bytes, sp, c[i].top, c[i].lo, empty);
         c[i].img = img;
         /* the whole stack: what lies below the live pages (not trimmed,
          * if the task was never) goes too */
@@ -593,8 +618,9 @@ static void *fz_handler(void *arg)
 static void fz_fork_child(void)
 {
     mote__os_fd_close_own(fz.ufd);
+    mote__os_fd_close_own(fz.pagemap);
     mote__os_fd_close_own(fz.stop_fd);
-    fz.ufd = fz.stop_fd = -1;
+    fz.ufd = fz.pagemap = fz.stop_fd = -1;
     fz.handler_on = false;
     STORE(&fz.telling, 0, RELAXED); /* the parent's threads' */
     STORE(&fz.threshold, -1, RELAXED);
@@ -627,6 +653,11 @@ void mote__freeze_start(int64_t threshold_ns, bool explicit, bool mprotect_guard
             atfork_done = true;
         }
         int mode, fd = mote__os_uffd_open(explicit, &mode);
+        int pm = fd < 0 ? -1 : mote__os_pagemap_open();
+        if (fd >= 0 && pm < 0) { /* (no /proc: a freeze could not tell a missing page) */
+            mote__os_fd_close_own(fd);
+            fd = pm;
+        }
         if (fd < 0) {
             STORE(&fz.off_reason,
                   fd == -EPERM || fd == -EACCES ? FREEZE_OFF_DENIED : FREEZE_OFF_KERNEL,
@@ -644,6 +675,7 @@ void mote__freeze_start(int64_t threshold_ns, bool explicit, bool mprotect_guard
                     "system call given a pointer into a frozen stack fails with "
                     "EFAULT (see README)\n");
         fz.ufd = fd;
+        fz.pagemap = pm;
         STORE(&fz.mode, mode, RELAXED);
     }
     if (fz.stop_fd < 0)

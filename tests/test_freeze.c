@@ -861,4 +861,51 @@ TEST_TASK(a_task_thawed_in_place_freezes_again)
     CHECK_EQ(mote_chan_free(nb_ch), 0);
 }
 
+/* ---- a live stack page the task never wrote ----
+ * A large local left alone spans pages that were never written: missing,
+ * not zero-filled.  The freezer read them and faulted to the handler,
+ * which leaves a freezing task's faults to its freezer: the worker hung
+ * for good (any program with an untouched 8 KiB local that parked long
+ * enough, at the default threshold). */
+
+static mote_chan *ut_ch;
+static atomic_int ut_ok;
+
+static __attribute__((noinline)) void ut_parked(unsigned char *buf, size_t n)
+{
+    __asm__ volatile("" : : "r"(buf) : "memory");
+    long v = 0;
+    int r = mote_chan_recv(ut_ch, &v);
+    atomic_store(&ut_ok, r == 0 && v == 42 && buf[0] == 0xa5 && buf[n - 1] == 0x5a);
+}
+
+/* (gcc: without the build's stack-clash probes, which write every page of
+ * a frame; clang has no per-function switch, and probes) */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-stack-clash-protection")))
+#endif
+static void ut_task(void *arg)
+{
+    (void)arg;
+    unsigned char buf[4 * 4096]; /* its middle pages are never written */
+    buf[0] = 0xa5;
+    buf[sizeof buf - 1] = 0x5a;
+    ut_parked(buf, sizeof buf);
+}
+
+TEST_TASK(a_stack_page_never_written_freezes_and_thaws)
+{
+    if (!freezing())
+        return;
+    CHECK((ut_ch = mote_chan_make(sizeof(long), 0)) != NULL);
+    CHECK_EQ(mote_go(ut_task, NULL), 0);
+    CHECK(wait_frozen(1));
+    CHECK_EQ(mote_chan_send(ut_ch, &(long){42}), 0);
+    int64_t t0 = mote_now();
+    while (!atomic_load(&ut_ok) && mote_now() - t0 < 30000 * MS)
+        mote_sleep(MS);
+    CHECK(atomic_load(&ut_ok));
+    CHECK_EQ(mote_chan_free(ut_ch), 0);
+}
+
 TEST_MAIN()

@@ -184,3 +184,30 @@ int mote__os_decommit_batch(const struct iovec *ranges, size_t n)
     }
     return 0;
 }
+
+int mote__os_pagemap_open(void)
+{
+    int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    mote__os_fd_own(fd);
+    return fd;
+}
+
+int mote__os_pages_unpopulated(int pagemap_fd, uintptr_t lo, unsigned n, uint64_t *mask)
+{
+    enum { PRESENT = 63, SWAPPED = 62 }; /* bits of a pagemap entry */
+    uint64_t e[64];
+    if (n > 64 || lo % OS_PAGE)
+        return -EINVAL;
+    size_t want = (size_t)n * sizeof e[0];
+    ssize_t got = pread(pagemap_fd, e, want, (off_t)(lo / OS_PAGE * sizeof e[0]));
+    if (got != (ssize_t)want)
+        return got < 0 ? -errno : -EIO;
+    uint64_t m = 0;
+    for (unsigned i = 0; i < n; i++)
+        if (!(e[i] >> PRESENT & 1) && !(e[i] >> SWAPPED & 1))
+            m |= 1ULL << i;
+    *mask = m;
+    return 0;
+}
