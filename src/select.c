@@ -90,7 +90,8 @@ static void select_sift(const mote_case *cases, uint32_t *idx, uint32_t root,
 }
 
 /* Sorts idx[0..n) by channel address: insertion sort for the usual handful
- * of cases, heapsort beyond (no allocation, O(n log n)). */
+ * of cases (stable), heapsort beyond (no allocation, O(n log n); cases on
+ * one channel come out in an order that depends on how they went in). */
 static void select_sort(const mote_case *cases, uint32_t *idx, uint32_t n)
 {
     if (n <= 16) {
@@ -256,9 +257,13 @@ int mote_select(mote_case *cases, size_t n, int64_t timeout_ns)
         uint32_t j = select_below(m + 1);
         pollorder[m] = pollorder[j];
         pollorder[j] = i;
-        lockorder[m] = i;
         m++;
     }
+    /* The lock order starts from the poll order, so cases on one channel
+     * keep a random order through the (stable) sort: their records are
+     * queued in it, and a peer that comes later completes a random one of
+     * them, not always the lowest index (as Go does). */
+    memcpy(lockorder, pollorder, live * sizeof *lockorder);
     /* Fast pass: a select usually finds a case ready.  Trying the cases in
      * poll order one channel at a time takes one lock instead of all of
      * them, and the first case that can proceed is still a uniformly random

@@ -447,6 +447,38 @@ static void *plain_thread(void *arg)
     return NULL;
 }
 
+/* Cases on one channel, the select blocked before its peer comes: the peer
+ * completes a random one of them, as Go's select does (the lowest index
+ * won 200 times in 200: records were queued in index order). */
+TEST_TASK(a_blocked_select_picks_at_random_among_cases_on_one_channel)
+{
+    mote_chan *c = mote_chan_make(sizeof(int), 0);
+    CHECK(c != NULL);
+    enum { ROUNDS = TEST_SCALE(200, 4) };
+    for (int op = 0; op < 2; op++) { /* two sends, then two receives */
+        int won[2] = {0, 0};
+        for (int round = 0; round < ROUNDS; round++) {
+            later l;
+            later_go(&l, c, 7, op == 0 ? MOTE_RECV : MOTE_SEND);
+            int out = 7, in[2] = {-1, -1};
+            mote_case cs[2];
+            for (int k = 0; k < 2; k++)
+                cs[k] = (mote_case){c, op == 0 ? MOTE_SEND : MOTE_RECV,
+                                    op == 0 ? (void *)&out : (void *)&in[k], 0};
+            int r = mote_select(cs, 2, -1);
+            CHECK(r == 0 || r == 1);
+            if (op == 1)
+                CHECK_EQ(in[r], 7);
+            won[r]++;
+            CHECK_EQ(mote_wg_wait(&l.done), 0);
+        }
+        printf("%s: case 0 %d, case 1 %d of %d\n", op == 0 ? "sends" : "receives", won[0],
+               won[1], ROUNDS);
+        CHECK(won[0] >= ROUNDS / 5 && won[1] >= ROUNDS / 5);
+    }
+    CHECK_EQ(mote_chan_free(c), 0);
+}
+
 TEST_TASK(plain_thread_select_that_may_block_returns_eperm)
 {
     pthread_t th;
