@@ -429,6 +429,15 @@ HEAP_INLINE void *heap_realloc(void *p, size_t n)
             mote__heap_invalid_free(p, "realloc");
         return p;
     }
+    /* A huge block stays huge: its pages move, no byte is copied (growing
+     * a 64 MiB buffer in 1.6% steps copied 4 GB: 46x glibc's time).  Not
+     * when the profiler counts it as the free and allocation it is. */
+    if (pg->kind == HEAP_PAGE_HUGE && n > HEAP_LARGE_MAX && !pg->prof &&
+        !LOAD(&mote__prof_on, RELAXED)) {
+        void *q = mote__arena_huge_realloc(heap_segment_of(pg), n);
+        if (q)
+            return q;
+    }
     void *q = heap_malloc_inline(n, false);
     if (!q)
         return NULL; /* errno is ENOMEM; p stays valid */

@@ -604,6 +604,60 @@ void *mote__arena_huge_alloc(size_t size, size_t align)
     return pg->first;
 }
 
+void *mote__arena_huge_realloc(heap_segment *seg, size_t n)
+{
+    heap_page *pg = &seg->pages[0];
+    size_t hdr = (size_t)(pg->first - (uint8_t *)seg), old = seg->map_size;
+    if (n > SIZE_MAX / 2 - hdr)
+        return NULL;
+    size_t total = (hdr + n + HEAP_OS_PAGE - 1) & ~(HEAP_OS_PAGE - 1);
+    /* Growing: a quarter more, so a buffer grown in small steps moves a
+     * few times, not at every step (slack untouched costs no RSS). */
+    if (total > old && total < old + old / 4)
+        total = (old + old / 4 + HEAP_OS_PAGE - 1) & ~(HEAP_OS_PAGE - 1);
+    if (total == old)
+        return pg->first;
+    if (total > old && LOAD(&arena_limit, RELAXED)) {
+        heap_lock_acquire(&mote__heap_arena_lock);
+        bool ok = arena_reserve(total - old);
+        heap_lock_release(&mote__heap_arena_lock);
+        if (!ok)
+            return NULL;
+    }
+    uintptr_t k = hdr >> HEAP_SEG_SHIFT; /* the header's units below the block */
+    uintptr_t unit = ((uintptr_t)seg >> HEAP_SEG_SHIFT) + k;
+    uint8_t *base = mote__os_remap(seg, old, total, NULL);
+    if (!base && total > old) { /* no room after it: move it to a new unit */
+        uint8_t *dst = mote__os_map_aligned(total, HEAP_SEG_SIZE, false);
+        if (dst) {
+            /* out of the map before the old range is unmapped: another
+             * thread may map that address at once and enter it */
+            heap_segmap_set(unit, 0);
+            if (!(base = mote__os_remap(seg, old, total, dst))) {
+                heap_segmap_set(unit, (uint8_t)(2 + k));
+                mote__os_release(dst, total);
+            }
+        }
+    }
+    if (!base)
+        return NULL;
+    if (base != (uint8_t *)seg) {
+        seg = (heap_segment *)base;
+        pg = &seg->pages[0];
+        seg->map_base = base;
+        pg->start = base;
+        pg->first = base + hdr;
+        heap_segmap_set(((uintptr_t)base >> HEAP_SEG_SHIFT) + k, (uint8_t)(2 + k));
+    }
+    seg->map_size = total;
+    FETCH_SUB(&st_huge_inuse, pg->usable, RELAXED);
+    pg->usable = total - hdr;
+    pg->zeroed = 0;
+    FETCH_ADD(&st_huge_inuse, pg->usable, RELAXED);
+    FETCH_ADD(&st_mapped, total - old, RELAXED); /* (modulo 2^64 when it shrank) */
+    return pg->first;
+}
+
 void mote__arena_huge_free(heap_segment *seg, const void *p)
 {
     heap_page *pg = &seg->pages[0];

@@ -353,6 +353,10 @@ void *mote__arena_large_alloc(size_t size, size_t align);
 void mote__arena_large_free(heap_page *pg);
 void *mote__arena_huge_alloc(size_t size, size_t align);
 void mote__arena_huge_free(heap_segment *seg, const void *p);
+/* The huge block of seg, resized to hold n bytes (more than HEAP_LARGE_MAX)
+ * by remapping its pages, which move but are never copied: its address
+ * now, or NULL (the block as it was). */
+void *mote__arena_huge_realloc(heap_segment *seg, size_t n);
 /* Large and huge blocks, once freed, wait in the arena's cache (the page
  * descriptor keeps kind, first and usable; used is 0) for a request of their
  * size, at most the decay period; a second free of one finds used == 0 (large)

@@ -79,6 +79,13 @@ void *mote__os_map_aligned(size_t size, size_t align, bool noreserve)
     return a;
 }
 
+void *mote__os_remap(void *p, size_t len, size_t new_len, void *dst)
+{
+    void *r = dst ? mremap(p, len, new_len, MREMAP_MAYMOVE | MREMAP_FIXED, dst)
+                  : mremap(p, len, new_len, 0);
+    return r == MAP_FAILED ? NULL : r;
+}
+
 int mote__os_residency(const void *p, size_t len, unsigned char *vec)
 {
     return mincore((void *)p, len, vec) == 0 ? 0 : -errno;
