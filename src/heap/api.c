@@ -321,13 +321,14 @@ HEAP_INLINE void heap_free_inline(void *p)
     /* Checked on every path: a block's own address, in the carved part of
      * its page (a pointer into the rest would be handed out twice), and not
      * free already (the cookie). */
-    uint64_t off = u - (uintptr_t)pg->start, bi = (off * pg->div_magic) >> 40;
+    uint64_t off = u - (uintptr_t)pg->start;
     if (HEAP_LIKELY(pg->owner == h)) {
-        if (HEAP_UNLIKELY(b->cookie == (u ^ mote__heap_key) || bi * pg->bsize != off ||
-                          bi >= page_capacity(pg)))
+        uintptr_t ck = u ^ mote__heap_key;
+        if (HEAP_UNLIKELY(b->cookie == ck || ((off * pg->div_magic) >> 40) * pg->bsize != off ||
+                          off >= (uint64_t)page_capacity(pg) * pg->bsize))
             mote__heap_invalid_free(p, "free");
+        b->cookie = ck;
         b->next = pg->free;
-        b->cookie = u ^ mote__heap_key;
         pg->free = b;
         if (HEAP_UNLIKELY(page_used_add(pg, -1) == 0 || pg->in_full)) {
             mote__tcache_page_freed(h, pg);
@@ -344,7 +345,8 @@ HEAP_INLINE void heap_free_inline(void *p)
         heap_page *f = &h->foreign[pg->cls];
         if (HEAP_LIKELY(page_used(f) != 0) && foreign_keep(pg->owner)) {
             arch_prefetch_write(b); /* another CPU wrote it: one transfer */
-            if (HEAP_UNLIKELY(bi * pg->bsize != off || bi >= page_capacity(pg) ||
+            if (HEAP_UNLIKELY(((off * pg->div_magic) >> 40) * pg->bsize != off ||
+                              off >= (uint64_t)page_capacity(pg) * pg->bsize ||
                               b->cookie == (u ^ mote__heap_key)))
                 mote__heap_invalid_free(p, "free");
             b->next = f->free;
