@@ -253,8 +253,13 @@ MOTE_API int mote_cond_broadcast(mote_cond *c);
 /* ---- I/O: the netpoller and the blocking-call pool ----------------------
  * Every call parks the calling task, never its worker: a descriptor is
  * registered (edge-triggered) with the runtime's epoll instance on first
- * use and made non-blocking; descriptors mote creates are already
- * O_NONBLOCK|O_CLOEXEC.  Regular files, which epoll refuses, are read and
+ * use and made non-blocking, for the run: when the run ends, every
+ * registration is dropped and a descriptor made non-blocking this way is
+ * blocking again (while the run lasts, a descriptor shared with other
+ * processes, stdout say, is non-blocking for them too); descriptors mote
+ * creates are O_NONBLOCK|O_CLOEXEC for good.  Tasks writing to one stream
+ * at once may interleave their bytes: serialize them (a mote_mutex) to
+ * keep each write whole.  Regular files, which epoll refuses, are read and
  * written on the blocking pool, so no worker waits for a disk either.
  * timeout_ns < 0 waits forever, 0 never waits (-ETIMEDOUT at once when the
  * call would wait).  Common results: -ETIMEDOUT; -ECANCELED (another task

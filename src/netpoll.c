@@ -202,8 +202,11 @@ int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out, uint32_t *seq)
             spin_unlock(&pd->lock);
             return kind;
         }
-        if (kind != OS_FD_FILE && !nonblock_known)
-            r = mote__os_fd_nonblock(fd);
+        pd->nb_ours = 0;
+        if (kind != OS_FD_FILE && !nonblock_known && (r = mote__os_fd_nonblock(fd)) == 1) {
+            pd->nb_ours = mote__os_fd_identity(fd, pd->id) == 0;
+            r = 0;
+        }
         if (r == 0 && kind != OS_FD_FILE) {
             r = mote__os_poll_add(np.epfd, fd, pd_tag(fd, pd->seq));
             if (r == -EPERM) /* epoll refuses it: a file in disguise */
@@ -423,6 +426,41 @@ int mote__netpoll_close(int fd)
 }
 
 void mote__netpoll_fresh(int fd) { pd_forget(fd); }
+
+void mote__netpoll_run_end(void)
+{
+    if (LOAD(&np.state, ACQUIRE) != 1)
+        return;
+    uint32_t gen = LOAD(&np.gen, RELAXED);
+    for (size_t c = 0; c < PD_MAX_FD / PD_CHUNK; c++) {
+        pdesc *chunk = LOAD(&np.chunks[c], ACQUIRE);
+        for (size_t i = 0; chunk && i < PD_CHUNK; i++) {
+            pdesc *pd = &chunk[i];
+            if (LOAD(&pd->gen, ACQUIRE) != gen || pd->kind == PD_FILE)
+                continue;
+            int fd = (int)(c * PD_CHUNK + i);
+            uint64_t id[2];
+            waiter *list = NULL;
+            spin_lock(&pd->lock);
+            /* Not while a close is under way: its number is not ours to
+             * touch.  Every other registration goes, not only those made
+             * non-blocking: a dup of one of them, registered after it, shares
+             * its flags, and would be taken as non-blocking still. */
+            if (pd->gen == gen && !(LOAD(&pd->busy, RELAXED) & PD_CLOSING)) {
+                pd_forget_locked(pd, &list);
+                mote__os_poll_del(np.epfd, fd);
+                /* not once the number holds another descriptor (closed
+                 * with close(2) behind mote's back and made again) */
+                if (pd->nb_ours && mote__os_fd_identity(fd, id) == 0 &&
+                    id[0] == pd->id[0] && id[1] == pd->id[1])
+                    mote__os_fd_block(fd);
+                pd->nb_ours = 0;
+            }
+            spin_unlock(&pd->lock);
+            mote__waitq_wake(list); /* (none: the run's tasks are gone) */
+        }
+    }
+}
 
 /* An edge on fd: mark it ready and claim its waiters.  *now: the batch's
  * harvest time, read by the first event that wakes someone. */

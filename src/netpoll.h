@@ -51,6 +51,10 @@ typedef struct pdesc {
     uint8_t kind;          /* enum pd_kind, valid once registered */
     uint8_t ready[2];      /* atomic, per direction */
     uint8_t stops;         /* atomic: an edge reported os_poll_event.stops_reads */
+    uint8_t nb_ours;       /* registration made it non-blocking: undone at the
+                              run's end (not at mote_close: a dup registered
+                              since shares the flag, and is in use) */
+    uint64_t id[2];        /* with nb_ours: what it refers to (os_fd_identity) */
     uint32_t parked[2];    /* atomic, per direction: tasks in mote__netpoll_wait
                               past their look at `ready` (mote__netpoll_rearm) */
     mote_waitq waiters[2]; /* per direction */
@@ -128,6 +132,13 @@ int mote__netpoll_close(int fd);
  * back, which epoll has forgotten; forget it too, or the new descriptor
  * would be taken as registered and its waiters never woken. */
 void mote__netpoll_fresh(int fd);
+
+/* The run is over: every registration is forgotten (the next use makes
+ * it anew), and descriptors a registration made non-blocking are blocking
+ * again.  A
+ * program's stdout, say, is shared with other processes: left non-blocking
+ * its writes after the run failed with EAGAIN, and stdio dropped them. */
+void mote__netpoll_run_end(void);
 
 /* Whether any descriptor was ever registered: only then does a worker
  * poll. */

@@ -632,6 +632,7 @@ static void sched_teardown(int started)
         mote__timer_free(&w->timers);
         mote__stack_cache_drain(&w->stacks);
     }
+    mote__netpoll_run_end(); /* the program's descriptors blocking again */
     mote__sched_stats_fold();
     mote__freeze_stop(); /* its handler reads the stack registry */
     mote__stack_reset();

@@ -1269,6 +1269,47 @@ TEST(a_lingering_close_does_not_hold_its_worker)
     unsetenv("MOTE_WORKERS");
 }
 
+/* A descriptor mote made non-blocking is blocking again at the run's end
+ * (a program's stdout, shared with other processes, stayed non-blocking,
+ * and stdio dropped the program's writes after the run).  One the program
+ * made non-blocking itself stays so; the next run registers them anew,
+ * and a dup that shares a flag mote turned is never taken as blocking. */
+static int nb_pipe[2], nb_own[2], nb_dup;
+
+static bool nonblocking(int fd) { return fcntl(fd, F_GETFL) & O_NONBLOCK; }
+
+static void nb_use(void *arg)
+{
+    (void)arg;
+    char b = 0;
+    CHECK_EQ(mote_write(nb_pipe[1], "x", 1, -1), 1);
+    CHECK_EQ(mote_read(nb_pipe[0], &b, 1, -1), 1);
+    CHECK(nonblocking(nb_pipe[0]) && nonblocking(nb_pipe[1]));
+    CHECK_EQ(mote_read(nb_pipe[0], &b, 1, 10 * MS), -ETIMEDOUT); /* never blocks */
+    CHECK_EQ(mote_write(nb_own[1], "y", 1, -1), 1);
+    CHECK_EQ(mote_write(nb_dup, "z", 1, -1), 1); /* registered as non-blocking */
+}
+
+TEST(descriptors_are_blocking_again_after_mote_is_done_with_them)
+{
+    CHECK_EQ(pipe(nb_pipe), 0);
+    CHECK_EQ(pipe2(nb_own, O_NONBLOCK), 0);
+    for (int run = 0; run < 2; run++) {
+        CHECK((nb_dup = dup(nb_pipe[1])) >= 0);
+        CHECK_EQ(mote_run(nb_use, NULL), 0);
+        CHECK(!nonblocking(nb_pipe[0]) && !nonblocking(nb_pipe[1]));
+        CHECK(nonblocking(nb_own[1]));
+        char b;
+        CHECK(!nonblocking(nb_dup));
+        CHECK_EQ(read(nb_pipe[0], &b, 1), 1); /* the z */
+        close(nb_dup);
+    }
+    close(nb_pipe[0]);
+    close(nb_pipe[1]);
+    close(nb_own[0]);
+    close(nb_own[1]);
+}
+
 /* ---- the close against calls in flight, across runs and threads ---- */
 
 /* A run that ends while a file read runs on the blocking pool: the read

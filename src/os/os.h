@@ -224,8 +224,15 @@ enum os_fd_kind {
  * (or block device or directory), or something else (tty, eventfd ...).
  * -errno (e.g. -EBADF) when it is not an open descriptor. */
 int mote__os_fd_kind(int fd);
-/* Makes fd non-blocking (one fcntl when it already is). 0 or -errno. */
+/* Makes fd non-blocking (one fcntl when it already is): 1 if it was
+ * blocking, 0 if it was not, or -errno. */
 int mote__os_fd_nonblock(int fd);
+/* Makes fd blocking again (best effort: a descriptor shared with other
+ * processes, a terminal or a pipe, is theirs too). */
+void mote__os_fd_block(int fd);
+/* What fd refers to (device and inode), to tell it from a descriptor made
+ * later under its number: 0 or -errno. */
+int mote__os_fd_identity(int fd, uint64_t id[2]);
 
 /* mote's own descriptors: the epoll instance, eventfds, the userfaultfd and
  * the pidfd that this layer makes (some lazily, mid-run).  A number the

@@ -80,5 +80,22 @@ int mote__os_fd_nonblock(int fd)
         return -errno;
     if (fl & O_NONBLOCK)
         return 0;
-    return fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0 ? 0 : -errno;
+    return fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0 ? 1 : -errno;
+}
+
+void mote__os_fd_block(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0 && (fl & O_NONBLOCK))
+        (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+}
+
+int mote__os_fd_identity(int fd, uint64_t id[2])
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -errno;
+    id[0] = (uint64_t)st.st_dev;
+    id[1] = (uint64_t)st.st_ino;
+    return 0;
 }
