@@ -563,13 +563,34 @@ static void inflight_writer(void *arg)
     atomic_store(&iw_done, 1);
 }
 
-/* Asked of /proc, not of the descriptor: the close may run on another
- * thread right now (ThreadSanitizer rightly calls an fcntl then a race). */
+/* Whether fd still names what it named at fd_watch(fd): asked of /proc,
+ * not of the descriptor (the close may run on another thread right now,
+ * and ThreadSanitizer rightly calls an fcntl then a race), and by name:
+ * once closed, the number may be taken at once by a descriptor the
+ * runtime opens (the allocator's lazy pidfd kept it: a test waited 30 s
+ * for a close that had happened). */
+static char fd_watched[256][256];
+
+static void fd_link(int fd, char *link, size_t n)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    ssize_t k = readlink(path, link, n - 1);
+    link[k > 0 ? k : 0] = 0;
+}
+
+static void fd_watch(int fd)
+{
+    CHECK(fd >= 0 && fd < 256);
+    fd_link(fd, fd_watched[fd], sizeof fd_watched[fd]);
+    CHECK(fd_watched[fd][0] != 0);
+}
+
 static bool fd_is_open(int fd)
 {
-    char path[64], link[256];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    return readlink(path, link, sizeof link) > 0;
+    char link[256];
+    fd_link(fd, link, sizeof link);
+    return link[0] && !strcmp(link, fd_watched[fd]);
 }
 
 static off_t file_size(int fd)
@@ -595,6 +616,7 @@ TEST_TASK(a_close_frees_the_number_after_the_calls_in_flight)
         off_t before;
         while ((before = file_size(other)) == 0 && !atomic_load(&iw_done))
             mote_yield();
+        fd_watch(iw_fd);
         CHECK_EQ(mote_close(iw_fd), 0);
         bool open_after_close = fd_is_open(iw_fd);
         bool wrote_meanwhile = !atomic_load(&iw_done) && file_size(other) < IW_LEN;
@@ -718,6 +740,7 @@ TEST_TASK(a_fork_child_does_not_keep_a_descriptor_whose_close_was_deferred)
         CHECK_EQ(mote_go(inflight_writer, NULL), 0);
         while (file_size(other) == 0 && !atomic_load(&iw_done))
             mote_yield();
+        fd_watch(iw_fd);
         CHECK_EQ(mote_close(iw_fd), 0);
         fflush(stdout);
         pid_t pid = fork();
@@ -1248,6 +1271,7 @@ static void lingering_close_main(void *arg)
     CHECK_EQ(mote_go(lc_ticker, NULL), 0);
     mote_sleep(5 * MS);
     atomic_store(&lc_closing, 1);
+    fd_watch(c);
     int64_t t0 = mote_now();
     CHECK_EQ(mote_close(c), 0); /* at once: the close lingers behind */
     int64_t took = mote_now() - t0;
@@ -1298,6 +1322,7 @@ static void linger_and_leave(void *arg)
         ;
     struct linger lg = {.l_onoff = 1, .l_linger = 1};
     CHECK_EQ(setsockopt(lr_fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
+    fd_watch(lr_fd);
     CHECK_EQ(mote_close(lr_fd), 0);
     mote_close(l); /* s stays open: the peer never reads */
 }
@@ -1401,6 +1426,7 @@ static void pr_run2(void *arg)
 {
     (void)arg;
     /* 0: closed now, or by the read when it ends */
+    fd_watch(pr_fd);
     CHECK_EQ(mote_close(pr_fd), 0);
     int64_t t0 = mote_now();
     while (fd_is_open(pr_fd) && mote_now() - t0 < 30000 * MS)
