@@ -240,7 +240,7 @@ static heap_page *heap_page_of(const void *p, const char *what)
         mote__heap_invalid_free(p, what);
     if (pg->kind == HEAP_PAGE_SMALL || pg->kind == HEAP_PAGE_BITMAP) {
         uint64_t off = u - (uintptr_t)pg->start, i = (off * pg->div_magic) >> 40;
-        if (i * pg->bsize != off || i >= page_capacity(pg)) /* or never carved */
+        if (i * pg->bsize != off || !page_carved(pg, off))
             mote__heap_invalid_free(p, what);
     } else if (pg->first != p || page_used(pg) != 1) {
         mote__heap_invalid_free(p, what);
@@ -325,7 +325,7 @@ HEAP_INLINE void heap_free_inline(void *p)
     if (HEAP_LIKELY(pg->owner == h)) {
         uintptr_t ck = u ^ mote__heap_key;
         if (HEAP_UNLIKELY(b->cookie == ck || ((off * pg->div_magic) >> 40) * pg->bsize != off ||
-                          off >= (uint64_t)page_capacity(pg) * pg->bsize))
+                          !page_carved(pg, off)))
             mote__heap_invalid_free(p, "free");
         b->cookie = ck;
         b->next = pg->free;
@@ -346,7 +346,7 @@ HEAP_INLINE void heap_free_inline(void *p)
         if (HEAP_LIKELY(page_used(f) != 0) && foreign_keep(pg->owner)) {
             arch_prefetch_write(b); /* another CPU wrote it: one transfer */
             if (HEAP_UNLIKELY(((off * pg->div_magic) >> 40) * pg->bsize != off ||
-                              off >= (uint64_t)page_capacity(pg) * pg->bsize ||
+                              !page_carved(pg, off) ||
                               b->cookie == (u ^ mote__heap_key)))
                 mote__heap_invalid_free(p, "free");
             b->next = f->free;

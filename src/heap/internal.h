@@ -110,10 +110,12 @@ typedef struct __attribute__((aligned(128))) heap_page {
     uint8_t prof;          /* holds blocks sampled by the profiler (stats.c) */
     uint32_t purge_allocs; /* bitmap: allocs when purged was last right (arena lock) */
     uint32_t cached_ms;    /* large/huge in the arena's cache: when freed */
-    uint32_t capacity;     /* blocks carved so far: written by the owner as it
-                              carves (rarely: every HEAP_CARVE_BYTES), read by
-                              every free to refuse a pointer past them; use
+    uint32_t capacity;     /* blocks carved so far, and the bytes they span from
+                              start: written by the owner as it carves (rarely:
+                              every HEAP_CARVE_BYTES), `carved` read by every
+                              free to refuse a pointer past them; use
                               page_capacity*() */
+    uint32_t carved;
     /* ---- second line: written by the owner on every malloc and free ---- */
     __attribute__((aligned(64))) heap_block *free; /* blocks ready to hand out */
     uint32_t used;     /* blocks out (includes blocks freed by other threads not
@@ -136,7 +138,7 @@ typedef struct __attribute__((aligned(128))) heap_page {
     };
     list_node qlink; /* class queue (owner), or the arena's cache */
 } heap_page;
-_Static_assert(__builtin_offsetof(heap_page, capacity) < 64, "read-mostly line");
+_Static_assert(__builtin_offsetof(heap_page, carved) < 64, "read-mostly line");
 _Static_assert(__builtin_offsetof(heap_page, free) == 64, "owner line");
 _Static_assert(sizeof(heap_page) == 128, "a page descriptor is two lines");
 
@@ -267,6 +269,13 @@ static inline uint32_t page_capacity(const heap_page *pg)
 static inline void page_capacity_set(heap_page *pg, uint32_t v)
 {
     STORE(&pg->capacity, v, RELAXED);
+    STORE(&pg->carved, v * pg->bsize, RELAXED); /* (a page spans < 4 GiB) */
+}
+/* Whether the block at offset off of small or bitmap page pg was ever
+ * carved (a pointer past that was never handed out). */
+static inline bool page_carved(const heap_page *pg, uint64_t off)
+{
+    return off < LOAD(&pg->carved, RELAXED);
 }
 
 static inline uint32_t page_used(const heap_page *pg) { return LOAD(&pg->used, RELAXED); }
