@@ -143,7 +143,7 @@ static __attribute__((noinline)) int serve_requests(conn *c)
          * Inside one, wait: its first bytes are in `in`. */
         size_t room = sizeof in - len;
         int64_t wait = len > 0 ? request_wait(c) : 0; /* 0: never waits */
-        if (wait < 0) /* the request took too long */
+        if (wait < 0)                                 /* the request took too long */
             return BROKEN;
         ssize_t n = mote_read(c->fd, in + len, room, wait);
         if (len == 0 && (n == -ETIMEDOUT || n == -EAGAIN))
@@ -152,7 +152,7 @@ static __attribute__((noinline)) int serve_requests(conn *c)
             return BROKEN;
         len += (size_t)n;
         bool drained = (size_t)n < room; /* a short read took all there was */
-        if (request_wait(c) < 0) /* (starts the time of a new request) */
+        if (request_wait(c) < 0)         /* (starts the time of a new request) */
             return BROKEN;
         hello_refresh();
 

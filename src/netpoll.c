@@ -213,7 +213,8 @@ int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out, uint32_t *seq)
             return kind;
         }
         pd->nb_ours = 0;
-        if (kind != OS_FD_FILE && !nonblock_known && (r = mote__os_fd_nonblock(fd)) == 1) {
+        if (kind != OS_FD_FILE && !nonblock_known &&
+            (r = mote__os_fd_nonblock(fd)) == 1) {
             pd->nb_ours = mote__os_fd_identity(fd, pd->id) == 0;
             r = 0;
         }

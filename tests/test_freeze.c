@@ -882,9 +882,11 @@ static __attribute__((noinline)) void ut_parked(unsigned char *buf, size_t n)
 /* (gcc: without the build's stack-clash probes, which write every page of
  * a frame; clang has no per-function switch, and probes) */
 #if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("no-stack-clash-protection")))
+#define UT_NO_PROBES __attribute__((optimize("no-stack-clash-protection")))
+#else
+#define UT_NO_PROBES
 #endif
-static void ut_task(void *arg)
+static UT_NO_PROBES void ut_task(void *arg)
 {
     (void)arg;
     unsigned char buf[4 * 4096]; /* its middle pages are never written */

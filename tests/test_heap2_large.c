@@ -331,7 +331,8 @@ TEST(a_huge_block_grows_and_shrinks_in_place_or_by_moving_its_pages)
     /* no copy left behind: what is mapped grew by about the block */
     CHECK(arena().mapped - mapped0 < n + (n >> 2) + (8u << 20));
     printf("%d steps to %zu MiB, %d moves\n", steps, n >> 20, moves);
-    CHECK(moves <= steps / 8); /* grown a quarter at a time: a copy at every step before */
+    CHECK(moves <=
+          steps / 8); /* grown a quarter at a time: a copy at every step before */
     while (n > (3u << 20)) {
         size_t m = n / 3;
         unsigned char *q = mote_realloc(p, m);

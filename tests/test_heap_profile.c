@@ -149,7 +149,7 @@ static const struct {
 } truth[] = {
     {"site_small_kept", 20e6, 20e6}, {"site_bitmap_kept", 15e6, 15e6},
     {"site_large_kept", 12e6, 12e6}, {"site_huge_kept", 15e6, 15e6},
-    {"site_churn", 0, 64e6},        {"site_dtor_kept", 12e6, 12e6},
+    {"site_churn", 0, 64e6},         {"site_dtor_kept", 12e6, 12e6},
 };
 
 /* Child mode: allocate, then write the profile on demand to $PROF_OUT (and

@@ -1281,9 +1281,10 @@ static void lingering_close_main(void *arg)
     atomic_store(&lc_closing, 2);
     while (atomic_load(&lc_closing) != 3)
         mote_sleep(MS);
-    printf("close returned in %.1f ms, the socket closed after %.0f ms, the ticker's worst "
-           "gap %.1f ms\n",
-           took / 1e6, closed / 1e6, atomic_load(&lc_worst_gap) / 1e6);
+    printf(
+        "close returned in %.1f ms, the socket closed after %.0f ms, the ticker's worst "
+        "gap %.1f ms\n",
+        took / 1e6, closed / 1e6, atomic_load(&lc_worst_gap) / 1e6);
     CHECK(!fd_is_open(c));
     CHECK(took < 500 * MS);
     CHECK(atomic_load(&lc_worst_gap) < 500 * MS); /* the linger is 1 s */

@@ -324,7 +324,8 @@ HEAP_INLINE void heap_free_inline(void *p)
     uint64_t off = u - (uintptr_t)pg->start;
     if (HEAP_LIKELY(pg->owner == h)) {
         uintptr_t ck = u ^ mote__heap_key;
-        if (HEAP_UNLIKELY(b->cookie == ck || ((off * pg->div_magic) >> 40) * pg->bsize != off ||
+        if (HEAP_UNLIKELY(b->cookie == ck ||
+                          ((off * pg->div_magic) >> 40) * pg->bsize != off ||
                           !page_carved(pg, off)))
             mote__heap_invalid_free(p, "free");
         b->cookie = ck;
@@ -346,8 +347,7 @@ HEAP_INLINE void heap_free_inline(void *p)
         if (HEAP_LIKELY(page_used(f) != 0) && foreign_keep(pg->owner)) {
             arch_prefetch_write(b); /* another CPU wrote it: one transfer */
             if (HEAP_UNLIKELY(((off * pg->div_magic) >> 40) * pg->bsize != off ||
-                              !page_carved(pg, off) ||
-                              b->cookie == (u ^ mote__heap_key)))
+                              !page_carved(pg, off) || b->cookie == (u ^ mote__heap_key)))
                 mote__heap_invalid_free(p, "free");
             b->next = f->free;
             b->cookie = u ^ mote__heap_key;
