@@ -325,9 +325,9 @@ MOTE_API int mote_dial_tcp(const char *addr, int64_t timeout_ns);
  * without waiting for it.  A call that would start one meanwhile gets
  * -ECANCELED.  So no call reaches the number once another descriptor may
  * have it.  A task's close of a TCP socket with SO_LINGER set, whose
- * close(2) may wait for the peer, happens behind, on a thread of its own:
- * mote_close returns 0 at once, and the number stays taken until it is
- * done (even past the run's end). */
+ * close(2) may wait for the peer, frees the number at once: a copy of the
+ * socket is closed behind, on a thread of its own, where the wait happens
+ * (even past the run's end). */
 MOTE_API int mote_close(int fd);
 /* Runs fn(arg) on a thread of the blocking pool while the task parks (the
  * pool grows on demand up to MOTE_BLOCKING_THREADS, shrinks when idle; at

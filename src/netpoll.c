@@ -24,6 +24,7 @@
 #include "netpoll.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -51,6 +52,11 @@ static struct {
     uint64_t polls, events;  /* atomic, for metrics */
 } np;
 
+/* Lingering closes under way (pd_linger_copy): the copy of each socket
+ * its thread closes, -1 in a free slot. */
+#define PD_LINGERING 8
+static int pd_lingering[PD_LINGERING] = {[0 ... PD_LINGERING - 1] = -1};
+
 static void netpoll_fork_child(void)
 {
     /* The epoll instance is shared with the parent: a new one, lazily. */
@@ -67,27 +73,24 @@ static void netpoll_fork_child(void)
      * stay open for the child's life.  A close(2) already under way
      * (PD_CLOSE_NOW) has most likely taken the number out of the table the
      * child copied, and the number may be a new descriptor's by now: it is
-     * left alone, unless a thread of the parent's lingers in that close and
-     * the number is still that socket here. */
+     * left alone.  The copies of lingering closes' sockets (see
+     * pd_linger_copy) are closed too: their threads are the parent's. */
     for (size_t c = 0; c < PD_MAX_FD / PD_CHUNK; c++) {
         pdesc *chunk = LOAD(&np.chunks[c], RELAXED);
         for (size_t i = 0; chunk && i < PD_CHUNK; i++) {
             STORE(&chunk[i].parked[0], 0, RELAXED);
             STORE(&chunk[i].parked[1], 0, RELAXED);
-            int fd = (int)(c * PD_CHUNK + i);
             uint32_t busy = LOAD(&chunk[i].busy, RELAXED);
-            uint64_t id[2];
             if ((busy & (PD_CLOSING | PD_CLOSE_NOW)) == PD_CLOSING)
-                close(fd);
-            else if ((busy & PD_CLOSE_NOW) && LOAD(&chunk[i].closer_id[0], RELAXED) &&
-                     mote__os_fd_identity(fd, id) == 0 &&
-                     (id[0] | 1) == LOAD(&chunk[i].closer_id[0], RELAXED) &&
-                     id[1] == LOAD(&chunk[i].closer_id[1], RELAXED))
-                close(fd); /* a lingering close's thread is the parent's */
-            STORE(&chunk[i].closer_id[0], 0, RELAXED);
+                close((int)(c * PD_CHUNK + i));
             STORE(&chunk[i].busy, 0, RELAXED);
             STORE(&chunk[i].lock, 0, RELAXED);
         }
+    }
+    for (int i = 0; i < PD_LINGERING; i++) {
+        int fd = XCHG(&pd_lingering[i], -1, RELAXED);
+        if (fd >= 0)
+            mote__os_fd_close_own(fd);
     }
     STORE(&np.poller, 0, RELAXED);
     STORE(&np.nwaiting, 0, RELAXED);
@@ -176,6 +179,35 @@ static void pd_wait_close_now(pdesc *pd)
     }
 }
 
+/* Open file descriptions a registration made non-blocking this run (their
+ * device and inode), under init_lock: a dup of one, registered after it,
+ * finds the flag set already and is made blocking again at the run's end
+ * too (the one that set it may be closed by then). */
+#define PD_SWITCHED 64
+static uint64_t pd_switched_ids[PD_SWITCHED][2];
+static int pd_nswitched; /* atomic for the unlocked look */
+
+/* Whether fd's description is one the run made non-blocking: now
+ * (switched), or before; its identity in id. */
+static bool pd_switched(int fd, uint64_t id[2], bool switched)
+{
+    if (!switched && !LOAD(&pd_nswitched, RELAXED))
+        return false;
+    if (mote__os_fd_identity(fd, id) != 0)
+        return false;
+    bool found = switched;
+    spin_lock(&np.init_lock);
+    for (int i = 0; i < pd_nswitched && !found; i++)
+        found = pd_switched_ids[i][0] == id[0] && pd_switched_ids[i][1] == id[1];
+    if (switched && pd_nswitched < PD_SWITCHED) {
+        pd_switched_ids[pd_nswitched][0] = id[0];
+        pd_switched_ids[pd_nswitched][1] = id[1];
+        STORE(&pd_nswitched, pd_nswitched + 1, RELAXED);
+    }
+    spin_unlock(&np.init_lock);
+    return found;
+}
+
 int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out, uint32_t *seq)
 {
     if (fd < 0 || fd >= PD_MAX_FD)
@@ -214,8 +246,8 @@ int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out, uint32_t *seq)
         }
         pd->nb_ours = 0;
         if (kind != OS_FD_FILE && !nonblock_known &&
-            (r = mote__os_fd_nonblock(fd)) == 1) {
-            pd->nb_ours = mote__os_fd_identity(fd, pd->id) == 0;
+            (r = mote__os_fd_nonblock(fd)) >= 0) {
+            pd->nb_ours = pd_switched(fd, pd->id, r == 1);
             r = 0;
         }
         if (r == 0 && kind != OS_FD_FILE) {
@@ -371,16 +403,15 @@ static void pd_forget(int fd)
     mote__waitq_wake(list);
 }
 
-/* A close(2) that may linger, on a thread of its own: it closes, then
- * frees the number for registrations.  Not the blocking pool: a run that
- * ends drops the pool's queued calls, and this one must happen. */
+/* The last close of a lingering socket, on a thread of its own. */
 static void *pd_close_thread(void *arg)
 {
-    int fd = (int)(intptr_t)arg;
-    pdesc *pd = pd_lookup(fd);
-    close(fd);
-    STORE(&pd->closer_id[0], 0, RELAXED);
-    FETCH_AND(&pd->busy, ~(PD_CLOSING | PD_CLOSE_NOW), RELEASE);
+    int slot = (int)(intptr_t)arg;
+    /* out of the slot first: a fork child must never close a number a
+     * descriptor made after this close took */
+    int fd = XCHG(&pd_lingering[slot], -1, ACQ_REL);
+    if (fd >= 0)
+        mote__os_fd_close_own(fd);
     return NULL;
 }
 
@@ -397,15 +428,35 @@ static bool pd_close_lingers(const pdesc *pd, int fd)
            l.l_linger > 0;
 }
 
-/* Starts a lingering close of fd on a detached thread: whether it did. */
-static bool pd_close_behind(pdesc *pd, int fd)
+/* A socket's close lingers only when it is the last reference: a copy of
+ * it, mote's own, goes to a thread that closes it after fd is closed (and
+ * lingers there), so that closing fd itself is quick and frees the number
+ * at once.  The copy's slot, or -1 (no room: fd's close lingers). */
+static int pd_linger_copy(int fd)
 {
-    uint64_t id[2];
-    if (mote__os_fd_identity(fd, id) != 0)
-        return false;
-    /* for a fork child, which must close it if its copy is this socket */
-    STORE(&pd->closer_id[1], id[1], RELAXED);
-    STORE(&pd->closer_id[0], id[0] | 1, RELAXED);
+    int slot = -1;
+    for (int i = 0; i < PD_LINGERING && slot < 0; i++) {
+        int none = -1;
+        if (CAS(&pd_lingering[i], &none, -2, ACQUIRE)) /* -2: being set up */
+            slot = i;
+    }
+    if (slot < 0)
+        return -1;
+    int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (copy < 0 || !mote__os_fd_own(copy)) {
+        if (copy >= 0)
+            close(copy);
+        STORE(&pd_lingering[slot], -1, RELEASE);
+        return -1;
+    }
+    STORE(&pd_lingering[slot], copy, RELEASE);
+    return slot;
+}
+
+/* fd is closed: the copy in slot goes to its thread (or, with no thread,
+ * is closed here after all, lingering). */
+static void pd_linger_start(int slot)
+{
     pthread_attr_t a;
     pthread_t t;
     bool ok = pthread_attr_init(&a) == 0;
@@ -415,13 +466,12 @@ static bool pd_close_behind(pdesc *pd, int fd)
         sigset_t all, old;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
-        ok = pthread_create(&t, &a, pd_close_thread, (void *)(intptr_t)fd) == 0;
+        ok = pthread_create(&t, &a, pd_close_thread, (void *)(intptr_t)slot) == 0;
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         pthread_attr_destroy(&a);
     }
     if (!ok)
-        STORE(&pd->closer_id[0], 0, RELAXED);
-    return ok;
+        pd_close_thread((void *)(intptr_t)slot);
 }
 
 int mote__netpoll_close_last(pdesc *pd, int fd)
@@ -433,14 +483,12 @@ int mote__netpoll_close_last(pdesc *pd, int fd)
         return 0;
     int e = errno; /* a call leaves between its system call and its errno */
     /* A lingering close on a worker held every task of that worker for
-     * the linger time (3 s, in a reviewer's program): it goes behind, and
-     * the caller gets 0 at once, as when a call in flight closes.  (Its
-     * number stays taken until then; a registration of it waits.) */
-    if (mote__self() && pd_close_lingers(pd, fd) && pd_close_behind(pd, fd)) {
-        errno = e;
-        return 0;
-    }
+     * the linger time (3 s, in a reviewer's program): a copy lingers
+     * behind, and this close(2) is quick. */
+    int slot = mote__self() && pd_close_lingers(pd, fd) ? pd_linger_copy(fd) : -1;
     int r = close(fd) == 0 ? 0 : -errno;
+    if (slot >= 0)
+        pd_linger_start(slot);
     errno = e;
     /* the number may be registered again */
     FETCH_AND(&pd->busy, ~(PD_CLOSING | PD_CLOSE_NOW), RELEASE);
@@ -494,7 +542,7 @@ void mote__netpoll_run_end(void)
         pdesc *chunk = LOAD(&np.chunks[c], ACQUIRE);
         for (size_t i = 0; chunk && i < PD_CHUNK; i++) {
             pdesc *pd = &chunk[i];
-            if (LOAD(&pd->gen, ACQUIRE) != gen || pd->kind == PD_FILE)
+            if (LOAD(&pd->gen, ACQUIRE) != gen)
                 continue;
             int fd = (int)(c * PD_CHUNK + i);
             uint64_t id[2];
@@ -505,8 +553,11 @@ void mote__netpoll_run_end(void)
              * non-blocking: a dup of one of them, registered after it, shares
              * its flags, and would be taken as non-blocking still. */
             if (pd->gen == gen && !(LOAD(&pd->busy, RELAXED) & PD_CLOSING)) {
+                /* (a file too: a pool call may still run on it, and
+                 * leaves as ever) */
                 pd_forget_locked(pd, &list);
-                mote__os_poll_del(np.epfd, fd);
+                if (pd->kind != PD_FILE)
+                    mote__os_poll_del(np.epfd, fd);
                 /* not once the number holds another descriptor (closed
                  * with close(2) behind mote's back and made again) */
                 if (pd->nb_ours && mote__os_fd_identity(fd, id) == 0 &&
@@ -518,6 +569,9 @@ void mote__netpoll_run_end(void)
             mote__waitq_wake(list); /* (none: the run's tasks are gone) */
         }
     }
+    spin_lock(&np.init_lock);
+    STORE(&pd_nswitched, 0, RELAXED);
+    spin_unlock(&np.init_lock);
 }
 
 /* An edge on fd: mark it ready and claim its waiters.  *now: the batch's

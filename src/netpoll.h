@@ -56,8 +56,6 @@ typedef struct pdesc {
                               since shares the flag, and is in use) */
     uint64_t id[2];        /* with nb_ours: what it refers to (os_fd_identity) */
     uint8_t close_kind;    /* kind when a close forgot it (0: not registered) */
-    uint64_t closer_id[2]; /* atomic: a lingering close's socket (its device
-                              | 1, inode) while a thread closes it; 0 else */
     uint32_t parked[2];    /* atomic, per direction: tasks in mote__netpoll_wait
                               past their look at `ready` (mote__netpoll_rearm) */
     mote_waitq waiters[2]; /* per direction */

@@ -1367,10 +1367,31 @@ static int nb_pipe[2], nb_own[2], nb_dup;
 
 static bool nonblocking(int fd) { return fcntl(fd, F_GETFL) & O_NONBLOCK; }
 
+static int nb_dup2, nb_file;
+
 static void nb_use(void *arg)
 {
     (void)arg;
     char b = 0;
+    /* a dup registered after the one that set the flag, which is closed
+     * before the run ends: the dup is made blocking again all the same */
+    int p[2];
+    CHECK_EQ(pipe(p), 0);
+    CHECK((nb_dup2 = dup(p[1])) >= 0);
+    CHECK_EQ(mote_write(p[1], "a", 1, -1), 1);
+    CHECK_EQ(mote_write(nb_dup2, "b", 1, -1), 1);
+    CHECK_EQ(mote_close(p[1]), 0);
+    CHECK_EQ(mote_write(nb_dup2, "c", 1, -1), 1);
+    /* in the second run p[0] may have the number of the first run's file:
+     * a timed read of it must not be taken for a file's (it never ended) */
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(mote_read(p[0], &b, 1, 1000 * MS), 1);
+    CHECK_EQ(mote_read(p[0], &b, 1, 20 * MS), -ETIMEDOUT);
+    CHECK_EQ(mote_close(p[0]), 0);
+    /* a file's registration goes too (its number may be a pipe's next) */
+    CHECK((nb_file = open("/proc/self/stat", O_RDONLY | O_CLOEXEC)) >= 0);
+    char st[16];
+    CHECK(mote_read(nb_file, st, sizeof st, -1) > 0);
     CHECK_EQ(mote_write(nb_pipe[1], "x", 1, -1), 1);
     CHECK_EQ(mote_read(nb_pipe[0], &b, 1, -1), 1);
     CHECK(nonblocking(nb_pipe[0]) && nonblocking(nb_pipe[1]));
@@ -1387,6 +1408,9 @@ TEST(descriptors_are_blocking_again_after_mote_is_done_with_them)
         CHECK((nb_dup = dup(nb_pipe[1])) >= 0);
         CHECK_EQ(mote_run(nb_use, NULL), 0);
         CHECK(!nonblocking(nb_pipe[0]) && !nonblocking(nb_pipe[1]));
+        CHECK(!nonblocking(nb_dup2));
+        close(nb_dup2);
+        close(nb_file); /* its number: a pipe's next, in the next run */
         CHECK(nonblocking(nb_own[1]));
         char b;
         CHECK(!nonblocking(nb_dup));

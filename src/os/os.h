@@ -242,7 +242,7 @@ int mote__os_fd_identity(int fd, uint64_t id[2]);
 bool mote__os_fd_is_own(int fd);
 void mote__os_fd_close_own(int fd);
 /* (for this layer's creators) fd is mote's own from now on */
-void mote__os_fd_own(int fd);
+bool mote__os_fd_own(int fd); /* false: no room (fd not recorded) */
 
 /* ---- symbols (symbol.c) ---- */
 

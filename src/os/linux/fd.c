@@ -1,9 +1,10 @@
 /*
  * fd.c - what kind of descriptor an fd is, making it non-blocking, and
  * the set of mote's own descriptors (see os.h).  The set is a few atomic
- * slots: added to by the creators (at most five are open at once: an
- * epoll instance, two eventfds, a userfaultfd, a pidfd), read by any
- * thread; a slot holds -1 or an open descriptor of mote's.
+ * slots: added to by the creators (an epoll instance, two eventfds, a
+ * userfaultfd and /proc/self/pagemap, a pidfd, and the copies of sockets
+ * whose close lingers, 8 at most), read by any thread; a slot holds -1 or
+ * an open descriptor of mote's.
  */
 #include "os/os.h"
 
@@ -15,19 +16,19 @@
 
 #include "atomic.h"
 
-#define OS_OWN_FDS 16
+#define OS_OWN_FDS 24
 static int os_own[OS_OWN_FDS] = {[0 ... OS_OWN_FDS - 1] = -1};
 
-void mote__os_fd_own(int fd)
+bool mote__os_fd_own(int fd)
 {
     if (fd < 0)
-        return;
+        return false;
     for (int i = 0; i < OS_OWN_FDS; i++) {
         int none = -1;
         if (CAS(&os_own[i], &none, fd, RELEASE))
-            return;
+            return true;
     }
-    /* (not reached: five at most are open at once) */
+    return false;
 }
 
 bool mote__os_fd_is_own(int fd)
