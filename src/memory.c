@@ -65,7 +65,7 @@ void mote_mem_release(void)
     pthread_rwlock_rdlock(&rt.ext_lock);
     worker *ws = LOAD(&rt.w, ACQUIRE);
     if (ws) {
-        FETCH_ADD(&rt.release_epoch, 1, RELEASE);
+        FETCH_ADD(&rt.release_epoch, 1, SEQ_CST); /* (before the look at sleeping) */
         for (int i = 0; i < rt.nworkers; i++)
             mote__sched_wake(&ws[i]);
     }

@@ -411,8 +411,11 @@ static void sched_idle(worker *w)
 
     STORE(&w->sleeping, 1, SEQ_CST);
     FETCH_ADD(&rt.nsleeping, 1, SEQ_CST);
-    /* (an orphan told after the trim above: round again, to sweep for it) */
-    if (!sched_has_work(w) && !mote__trim_orphans_due(&w->trim)) {
+    /* (an orphan told after the trim above: round again, to sweep for it;
+     * and a mote_mem_release whose wake found us not yet sleeping: its
+     * epoch, bumped before it looked at `sleeping`, is seen here) */
+    if (!sched_has_work(w) && !mote__trim_orphans_due(&w->trim) &&
+        LOAD(&rt.release_epoch, SEQ_CST) == w->release_seen) {
         int64_t tnext = mote__timer_next(&w->timers), next = tnext;
         if (w->starved_since && w->starved_since + SCHED_STARVED_BACKOFF < next)
             next = w->starved_since + SCHED_STARVED_BACKOFF;
