@@ -182,7 +182,13 @@ void mote__freeze_thaw(task *t, enum freeze_cause cause, bool stays)
              * its worker sweeps for it. */
             if (stays)
                 outcome |= FZ_ORPHAN;
-            STORE(&t->fz, FZ_ACTIVE | outcome, RELEASE);
+            /* Under the lock: a thread that took it meanwhile saw THAWING
+             * and writes that back when it lets go; a plain store here
+             * could land in between and be undone (the task stayed
+             * THAWING for good, its worker waiting on it: 1 run in ~25 of
+             * a test under gcc's TSan and load). */
+            fz_lock(t);
+            fz_unlock(t, FZ_ACTIVE | outcome);
             FETCH_SUB(&mote__freeze_nfrozen, 1, RELAXED);
             FETCH_ADD(&fz.thaw_ns, (uint64_t)(mote__os_now_ns() - t0), RELAXED);
             if (r)
@@ -466,7 +472,8 @@ size_t mote__freeze_batch(task *const *cand, size_t n, fz_scratch *scratch)
             fz_unlock(t, FZ_THAWING);
             fz_restore(t, c[i].img, false);
             mote_free(c[i].img);
-            STORE(&t->fz, FZ_ACTIVE, RELEASE);
+            fz_lock(t); /* (as in a thaw: a lock holder writes THAWING back) */
+            fz_unlock(t, FZ_ACTIVE);
             FETCH_SUB(&mote__freeze_nfrozen, 1, RELAXED);
             FETCH_ADD(&fz.cancelled, 1, RELAXED);
             continue;
