@@ -600,23 +600,33 @@ static off_t file_size(int fd)
     return st.st_size;
 }
 
+/* Starts a large write to a fresh temporary file on the blocking pool (iw_fd)
+ * and waits until its first bytes are there, or it ended.  Returns a dup of
+ * the file (open past iw_fd's close) and *before, its size then. */
+static int inflight_write_start(const char *tmpl, off_t *before)
+{
+    char path[64];
+    snprintf(path, sizeof path, "%s", tmpl);
+    CHECK((iw_fd = mkstemp(path)) >= 0);
+    unlink(path);
+    int other = dup(iw_fd);
+    CHECK(other >= 0);
+    atomic_store(&iw_done, 0);
+    CHECK_EQ(mote_go(inflight_writer, NULL), 0);
+    while ((*before = file_size(other)) == 0 && !atomic_load(&iw_done))
+        mote_yield();
+    fd_watch(iw_fd);
+    return other;
+}
+
 TEST_TASK(a_close_frees_the_number_after_the_calls_in_flight)
 {
     CHECK((iw_buf = malloc(IW_LEN)) != NULL);
     memset(iw_buf, 'w', IW_LEN);
     int raced = 0;
     for (int attempt = 0; attempt < 10 && !raced; attempt++) {
-        char path[] = "/tmp/mote-test-inflight-XXXXXX";
-        CHECK((iw_fd = mkstemp(path)) >= 0);
-        unlink(path);
-        int other = dup(iw_fd); /* the same file, open past the close */
-        CHECK(other >= 0);
-        atomic_store(&iw_done, 0);
-        CHECK_EQ(mote_go(inflight_writer, NULL), 0);
         off_t before;
-        while ((before = file_size(other)) == 0 && !atomic_load(&iw_done))
-            mote_yield();
-        fd_watch(iw_fd);
+        int other = inflight_write_start("/tmp/mote-test-inflight-XXXXXX", &before);
         CHECK_EQ(mote_close(iw_fd), 0);
         bool open_after_close = fd_is_open(iw_fd);
         bool wrote_meanwhile = !atomic_load(&iw_done) && file_size(other) < IW_LEN;
@@ -731,16 +741,8 @@ TEST_TASK(a_fork_child_does_not_keep_a_descriptor_whose_close_was_deferred)
     memset(iw_buf, 'w', IW_LEN);
     int raced = 0;
     for (int attempt = 0; attempt < 10 && !raced; attempt++) {
-        char path[] = "/tmp/mote-test-forkclose-XXXXXX";
-        CHECK((iw_fd = mkstemp(path)) >= 0);
-        unlink(path);
-        int other = dup(iw_fd);
-        CHECK(other >= 0);
-        atomic_store(&iw_done, 0);
-        CHECK_EQ(mote_go(inflight_writer, NULL), 0);
-        while (file_size(other) == 0 && !atomic_load(&iw_done))
-            mote_yield();
-        fd_watch(iw_fd);
+        off_t before;
+        int other = inflight_write_start("/tmp/mote-test-forkclose-XXXXXX", &before);
         CHECK_EQ(mote_close(iw_fd), 0);
         fflush(stdout);
         pid_t pid = fork();
