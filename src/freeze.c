@@ -360,6 +360,33 @@ static bool fz_same_run(const fz_cand *a, const fz_cand *b)
     return a->chunk == b->chunk && b->top - b->slot == a->top;
 }
 
+/* The pages of candidate i that hold nothing (see fz_copy_out), from the
+ * scratch's window of pagemap entries, read again from c[i].lo (up to the
+ * last candidate the window reaches: the gaps cost the kernel a page-table
+ * walk, far less than a read each) when it does not hold them.  0 or
+ * -errno. */
+static int fz_unpopulated(fz_scratch *s, const fz_cand *c, size_t m, size_t i,
+                          uint64_t *empty)
+{
+    size_t pages = (c[i].top - c[i].lo) / OS_PAGE;
+    mote__assert(pages <= 64 && pages <= FZ_PM_WINDOW);
+    if (c[i].lo < s->pm_lo || c[i].top > s->pm_lo + s->pm_n * OS_PAGE) {
+        size_t j = i; /* the furthest candidate the window can reach */
+        while (j + 1 < m && c[j + 1].top - c[i].lo <= FZ_PM_WINDOW * OS_PAGE)
+            j++;
+        size_t n = (c[j].top - c[i].lo) / OS_PAGE;
+        s->pm_n = 0;
+        int rc = mote__os_pagemap_read(fz.pagemap, c[i].lo, n, s->pm);
+        if (rc != 0)
+            return rc;
+        s->pm_lo = c[i].lo;
+        s->pm_n = n;
+    }
+    *empty = mote__os_pagemap_unpopulated(&s->pm[(c[i].lo - s->pm_lo) / OS_PAGE],
+                                          (unsigned)pages);
+    return 0;
+}
+
 size_t mote__freeze_batch(task *const *cand, size_t n, fz_scratch *scratch)
 {
     if (LOAD(&fz.threshold, RELAXED) < 0 || n == 0)
@@ -408,6 +435,7 @@ size_t mote__freeze_batch(task *const *cand, size_t n, fz_scratch *scratch)
     }
     /* 3: copy the live bytes; 4: drop the pages, in one batch. */
     size_t niov = 0;
+    scratch->pm_n = 0; /* the last batch's entries are stale */
     for (size_t i = 0; i < m; i++) {
         if (!c[i].taken)
             continue;
@@ -415,9 +443,7 @@ size_t mote__freeze_batch(task *const *cand, size_t n, fz_scratch *scratch)
         size_t len = c[i].top - sp;
         uint64_t empty;
         fz_image *img = NULL;
-        if (mote__os_pages_unpopulated(fz.pagemap, c[i].lo,
-                                       (unsigned)((c[i].top - c[i].lo) / OS_PAGE),
-                                       &empty) != 0 ||
+        if (fz_unpopulated(scratch, c, m, i, &empty) != 0 ||
             !(img = mote_malloc(sizeof *img + len))) {
             c[i].taken = false;
             continue;

@@ -910,4 +910,52 @@ TEST_TASK(a_stack_page_never_written_freezes_and_thaws)
     CHECK_EQ(mote_chan_free(ut_ch), 0);
 }
 
+/* Many such tasks, beside tasks whose every page is written, freeze in
+ * the same batches: the pagemap entries read for one candidate serve its
+ * neighbours (a window over the batch), and each must get its own pages'. */
+enum { UN_TASKS = 64, UN_BYTES = 4 * 4096 };
+static atomic_int un_ok;
+
+static __attribute__((noinline)) void un_parked(unsigned char *buf, intptr_t i)
+{
+    __asm__ volatile("" : : "r"(buf) : "memory");
+    long v = 0;
+    if (mote_chan_recv(ut_ch, &v) != 0 || v != 42)
+        return;
+    bool ok = buf[0] == (unsigned char)i && buf[UN_BYTES - 1] == (unsigned char)~i;
+    if (i % 2)
+        for (size_t k = 1; k < UN_BYTES - 1; k++)
+            ok &= buf[k] == (unsigned char)(i + k);
+    atomic_fetch_add(&un_ok, ok);
+}
+
+static UT_NO_PROBES void un_task(void *arg)
+{
+    intptr_t i = (intptr_t)arg;
+    unsigned char buf[UN_BYTES];
+    if (i % 2) /* every page written */
+        for (size_t k = 0; k < UN_BYTES; k++)
+            buf[k] = (unsigned char)(i + k);
+    buf[0] = (unsigned char)i;
+    buf[UN_BYTES - 1] = (unsigned char)~i;
+    un_parked(buf, i);
+}
+
+TEST_TASK(neighbours_with_and_without_unwritten_pages_freeze_together)
+{
+    if (!freezing())
+        return;
+    CHECK((ut_ch = mote_chan_make(sizeof(long), 0)) != NULL);
+    for (intptr_t i = 0; i < UN_TASKS; i++)
+        CHECK_EQ(mote_go(un_task, (void *)i), 0);
+    CHECK(wait_frozen(UN_TASKS));
+    for (int i = 0; i < UN_TASKS; i++)
+        CHECK_EQ(mote_chan_send(ut_ch, &(long){42}), 0);
+    int64_t t0 = mote_now();
+    while (atomic_load(&un_ok) < UN_TASKS && mote_now() - t0 < 30000 * MS)
+        mote_sleep(MS);
+    CHECK_EQ(atomic_load(&un_ok), UN_TASKS);
+    CHECK_EQ(mote_chan_free(ut_ch), 0);
+}
+
 TEST_MAIN()

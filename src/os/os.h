@@ -62,11 +62,14 @@ int mote__os_decommit_batch(const struct iovec *ranges, size_t n);
 /* /proc/self/pagemap, read-only, mote's own (see mote__os_fd_own); -errno.
  * (A fork child must open its own: the path names the opener.) */
 int mote__os_pagemap_open(void);
-/* Which of the n pages from lo (n <= 64) hold nothing: never written since
- * mapped or dropped, neither in memory nor swapped out (bit i: page i).
- * Touching one where a userfaultfd watches for missing pages would wait
- * for its handler.  0 or -errno. */
-int mote__os_pages_unpopulated(int pagemap_fd, uintptr_t lo, unsigned n, uint64_t *mask);
+/* Reads the pagemap entries of the n pages from lo (page aligned) into e:
+ * one system call for any n.  0 or -errno. */
+int mote__os_pagemap_read(int pagemap_fd, uintptr_t lo, size_t n, uint64_t *e);
+/* Which of the n pages whose entries are e (n <= 64) hold nothing: never
+ * written since mapped or dropped, neither in memory nor swapped out (bit
+ * i: page i).  Touching one where a userfaultfd watches for missing pages
+ * would wait for its handler. */
+uint64_t mote__os_pagemap_unpopulated(const uint64_t *e, unsigned n);
 int mote__os_decommit(void *p, size_t len);
 /* One byte per page of [p, p+len) (page aligned): bit 0 set when resident
  * (mincore).  0 or -errno. */

@@ -201,20 +201,23 @@ int mote__os_pagemap_open(void)
     return fd;
 }
 
-int mote__os_pages_unpopulated(int pagemap_fd, uintptr_t lo, unsigned n, uint64_t *mask)
+int mote__os_pagemap_read(int pagemap_fd, uintptr_t lo, size_t n, uint64_t *e)
 {
-    enum { PRESENT = 63, SWAPPED = 62 }; /* bits of a pagemap entry */
-    uint64_t e[64];
-    if (n > 64 || lo % OS_PAGE)
+    if (lo % OS_PAGE)
         return -EINVAL;
-    size_t want = (size_t)n * sizeof e[0];
+    size_t want = n * sizeof e[0];
     ssize_t got = pread(pagemap_fd, e, want, (off_t)(lo / OS_PAGE * sizeof e[0]));
     if (got != (ssize_t)want)
         return got < 0 ? -errno : -EIO;
+    return 0;
+}
+
+uint64_t mote__os_pagemap_unpopulated(const uint64_t *e, unsigned n)
+{
+    enum { PRESENT = 63, SWAPPED = 62 }; /* bits of a pagemap entry */
     uint64_t m = 0;
-    for (unsigned i = 0; i < n; i++)
+    for (unsigned i = 0; i < n && i < 64; i++)
         if (!(e[i] >> PRESENT & 1) && !(e[i] >> SWAPPED & 1))
             m |= 1ULL << i;
-    *mask = m;
-    return 0;
+    return m;
 }
