@@ -175,16 +175,23 @@ static ssize_t file_io_offload(pdesc *pd, uint32_t seq, int fd, void *buf, size_
     return (ssize_t)mote_offload(file_io_run, &io);
 }
 
-ssize_t mote_read(int fd, void *buf, size_t n, int64_t timeout_ns)
+/* What mote_read and mote_write check first; then fd's registration. */
+static int fdio_stream_begin(int fd, const void *buf, size_t n, pdesc **pd, uint32_t *seq)
 {
     int r = fdio_check(fd);
     if (r)
         return r;
     if (!buf && n)
         return -EFAULT;
+    return mote__netpoll_get(fd, false, pd, seq);
+}
+
+ssize_t mote_read(int fd, void *buf, size_t n, int64_t timeout_ns)
+{
     pdesc *pd;
     uint32_t seq;
-    if ((r = mote__netpoll_get(fd, false, &pd, &seq)))
+    int r = fdio_stream_begin(fd, buf, n, &pd, &seq);
+    if (r)
         return r;
     if (pd->kind == PD_FILE)
         return file_io_offload(pd, seq, fd, buf, n, false);
@@ -258,14 +265,10 @@ static ssize_t fdio_write_once(pdesc *pd, uint32_t seq, int fd, const char *p, s
 
 ssize_t mote_write(int fd, const void *buf, size_t n, int64_t timeout_ns)
 {
-    int r = fdio_check(fd);
-    if (r)
-        return r;
-    if (!buf && n)
-        return -EFAULT;
     pdesc *pd;
     uint32_t seq;
-    if ((r = mote__netpoll_get(fd, false, &pd, &seq)))
+    int r = fdio_stream_begin(fd, buf, n, &pd, &seq);
+    if (r)
         return r;
     if (pd->kind == PD_FILE) {
         size_t done = 0;
