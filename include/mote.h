@@ -103,7 +103,9 @@ typedef struct mote_task_opts {
  * plain thread counts as a possible waker once it has spawned or woken a
  * task: a run whose only waker is a plain thread that has not done so yet
  * is reported deadlocked; a wait with a timeout is never);
- * -ENOMEM; -EAGAIN (a worker thread could not be started).  Tasks still
+ * -ENOMEM (no memory to start; or new tasks found no memory for their
+ * stacks for 1 s while every other task was blocked forever, reported as
+ * -EDEADLK is); -EAGAIN (a worker thread could not be started).  Tasks still
  * alive when main returns are discarded without unwinding and their stacks
  * released; mote_run cannot return while a task is inside a blocking system
  * call that mote does not know about (use mote_read & co, or
@@ -112,8 +114,10 @@ MOTE_API int mote_run(mote_fn main, void *arg);
 
 /* Spawns fn(arg).  Callable from any task and from any plain thread while a
  * run is in progress.  0; -EINVAL (fn NULL, a bad stack_size or opts->size);
- * -ENOMEM (no memory, or MOTE_MEMLIMIT reached); -EPERM (no run in
- * progress, or it is ending). */
+ * -ENOMEM (no memory for the task, or MOTE_MEMLIMIT reached); -EPERM (no
+ * run in progress, or it is ending).  The stack is mapped when the task
+ * first runs: if it cannot be, the task waits until stacks are freed (said
+ * once a run on stderr; see mote_run's -ENOMEM). */
 MOTE_API int mote_go(mote_fn fn, void *arg);
 MOTE_API int mote_go_ex(mote_fn fn, void *arg, const mote_task_opts *opts);
 

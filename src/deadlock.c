@@ -11,15 +11,23 @@
 #include "backtrace.h"
 #include "netpoll.h"
 #include "offload.h"
+#include "os/os.h"
 #include "runtime.h"
 
 #define rt mote__rt
 
-static void deadlock_report(void)
+static void deadlock_report(uint64_t starved)
 {
     enum { TRACED = 32, LISTED = 1000 };
     uint64_t n = 0;
-    fprintf(stderr, "mote: all tasks are asleep - deadlock!\n");
+    if (starved)
+        fprintf(stderr,
+                "mote: %llu new task%s cannot start: no memory for a stack for %d s, "
+                "and every other task is asleep for good\n",
+                (unsigned long long)starved, starved == 1 ? "" : "s",
+                (int)(SCHED_STARVED_GIVEUP / 1000000000));
+    else
+        fprintf(stderr, "mote: all tasks are asleep - deadlock!\n");
     for (int i = 0; i < rt.nworkers; i++) {
         for (list_node *l = rt.w[i].all.head; l; l = l->next, n++) {
             const task *t = list_entry(l, task, all_link);
@@ -41,23 +49,33 @@ static void deadlock_report(void)
     fflush(stderr);
 }
 
-bool mote__deadlock_check(void)
+int mote__deadlock_check(void)
 {
     if (rt.nidle_notimer < rt.nworkers || LOAD(&rt.external_seen, SEQ_CST))
-        return false;
+        return 0;
     /* A task waiting for a descriptor or an offloaded call can still be
      * woken by the outside world. */
     if (mote__netpoll_waiting() || mote__offload_pending())
-        return false;
-    uint64_t live = LOAD(&rt.ext_spawned, RELAXED);
+        return 0;
+    uint64_t live = LOAD(&rt.ext_spawned, RELAXED), starved = 0;
+    int64_t now = mote__os_now_ns();
     for (int i = 0; i < rt.nworkers; i++) {
         worker *v = &rt.w[i];
-        if (LOAD(&v->inbox, SEQ_CST) || LOAD(&v->fresh_n, SEQ_CST) || v->timers.n)
-            return false;
+        if (LOAD(&v->inbox, SEQ_CST) || v->timers.n)
+            return 0;
+        /* New tasks wait for a stack: only the exit of a task frees one
+         * (and the releases already tried), and none will exit if every
+         * other task sleeps for good.  (idle_lock orders v's starved_*.) */
+        uint32_t fresh = LOAD(&v->fresh_n, SEQ_CST);
+        if (fresh) {
+            if (!v->starved_from || now - v->starved_from < SCHED_STARVED_GIVEUP)
+                return 0;
+            starved += fresh;
+        }
         live += LOAD(&v->n_spawned, RELAXED) - LOAD(&v->n_exited, RELAXED);
     }
     if (live == 0)
-        return false;
-    deadlock_report();
-    return true;
+        return 0;
+    deadlock_report(starved);
+    return starved ? -ENOMEM : -EDEADLK;
 }

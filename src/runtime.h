@@ -57,9 +57,12 @@ typedef struct worker {
     int sleeping;     /* futex word */
     timer_heap timers;
     stack_cache stacks;
-    task *dead;            /* exited; released after the next switch */
-    task *exited;          /* a sampled task jumped out; its books are ours */
-    int64_t starved_since; /* no stack could be mapped: back off */
+    task *dead;   /* exited; released after the next switch */
+    task *exited; /* a sampled task jumped out; its books are ours */
+    /* No stack could be mapped for a new task: none starts before
+     * starved_retry (0: try now); starved_from: since when (0 once one
+     * started), read by the deadlock check under idle_lock. */
+    int64_t starved_retry, starved_from, starved_released;
     int64_t last_poll;     /* when this worker last polled (ns) */
     bool chores;           /* due: to do in the worker's own context */
     uint32_t release_seen; /* the release_epoch this worker acted on */
@@ -110,6 +113,7 @@ typedef struct runtime {
     int teardown;     /* atomic: plain-thread claims now fail */
     int plain_claims; /* atomic: plain-thread claims not yet readied */
     int result;
+    int starve_said; /* atomic: "no memory for a stack" printed this run */
     int nworkers;
     int default_cls;
     worker *w; /* atomic pointer */
@@ -223,8 +227,11 @@ void mote__dump_forget(worker *w);
 
 /* ---- deadlock detection (deadlock.c) --------------------------------------- */
 
-/* With idle_lock held, by a worker about to sleep with no timer: true when
- * no task can ever run again (the report is printed). */
-bool mote__deadlock_check(void);
+/* With idle_lock held, by a worker about to sleep with no timer: when no
+ * task can ever run again, prints the report and returns the run's result:
+ * -EDEADLK, or -ENOMEM when new tasks are left that have found no memory
+ * for their stacks for SCHED_STARVED_GIVEUP; else 0. */
+#define SCHED_STARVED_GIVEUP 1000000000 /* ns */
+int mote__deadlock_check(void);
 
 #endif /* MOTE_RUNTIME_H */

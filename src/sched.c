@@ -38,8 +38,9 @@
 #define SCHED_SPIN_ROUNDS     100
 #define SCHED_SPIN_PAUSES     8
 #define SCHED_ID_BLOCK        1024
-#define SCHED_STARVED_BACKOFF 1000000 /* ns between retries to map a stack */
-#define SCHED_FRESH_ROUND     64      /* new tasks a round starts, at least */
+#define SCHED_STARVED_BACKOFF 1000000   /* ns between retries to map a stack */
+#define SCHED_STARVED_RELEASE 100000000 /* ns between a starved worker's releases */
+#define SCHED_FRESH_ROUND     64        /* new tasks a round starts, at least */
 /* A busy worker looks at the netpoller at least this often (checked every
  * 16th pick): a ready socket waits for at most this plus one task's run
  * when every worker is busy; an idle worker blocks in epoll instead. */
@@ -187,23 +188,39 @@ void mote__sched_switch(worker *w, task *from, task *to)
 
 static void task_entry(void *arg);
 
+/* No stack for t: it waits its turn again (nothing is lost) and the worker
+ * backs off.  The pooled stacks of every worker and the heap's free pages
+ * go back (they may be what the mapping lacked), at most every
+ * SCHED_STARVED_RELEASE; the message comes once a run (a program that
+ * fills its address space retried, and said so, ~1,000 times a second). */
+static void sched_starved(worker *w, task *t, int r)
+{
+    int64_t now = mote__os_now_ns();
+    if (!w->starved_from)
+        w->starved_from = now;
+    w->starved_retry = now + SCHED_STARVED_BACKOFF;
+    fresh_push(w, t);
+    if (!XCHG(&rt.starve_said, 1, RELAXED))
+        fprintf(stderr,
+                "mote: no memory for the stack of a new task (%s); new tasks "
+                "start when stacks are freed (said once a run)\n",
+                mote_strerror(r));
+    if (now - w->starved_released >= SCHED_STARVED_RELEASE) {
+        w->starved_released = now;
+        mote_mem_release();
+    }
+}
+
 /* First run of t on w: it takes a stack from w's pool and joins w for
- * life.  False when no stack can be mapped; the task then waits its turn
- * again (nothing is lost) and the worker backs off. */
+ * life.  False when no stack can be mapped (sched_starved). */
 static bool sched_adopt(worker *w, task *t)
 {
     int r = mote__stack_acquire(stack_cls(&t->stack), &w->stacks, &t->stack);
     if (__builtin_expect(r != 0, 0)) {
-        if (!w->starved_since)
-            fprintf(stderr,
-                    "mote: no memory for the stack of a new task (%s); "
-                    "it will start when stacks are freed\n",
-                    mote_strerror(r));
-        w->starved_since = mote__os_now_ns();
-        fresh_push(w, t);
+        sched_starved(w, t, r);
         return false;
     }
-    w->starved_since = 0;
+    w->starved_from = 0;
     t->worker = w;
     t->started = true;
     list_push_front(&w->all, &t->all_link);
@@ -312,10 +329,10 @@ task *mote__sched_pick(worker *w)
         w->round_left -= w->round_left != 0;
         return rq_pop(w);
     }
-    if (__builtin_expect(w->starved_since != 0, 0) &&
-        mote__os_now_ns() - w->starved_since > SCHED_STARVED_BACKOFF)
-        w->starved_since = 0;
-    if (!w->starved_since) {
+    if (__builtin_expect(w->starved_retry != 0, 0) &&
+        mote__os_now_ns() >= w->starved_retry)
+        w->starved_retry = 0;
+    if (!w->starved_retry) {
         task *t = fresh_take(w, 1, true);
         if (t && sched_adopt(w, t)) {
             w->fresh_budget -= w->fresh_budget != 0;
@@ -330,7 +347,7 @@ task *mote__sched_pick(worker *w)
 static task *sched_steal(worker *w)
 {
     int n = rt.nworkers;
-    if (n < 2 || w->starved_since)
+    if (n < 2 || w->starved_retry)
         return NULL;
     w->rng = w->rng * 6364136223846793005ull + 1442695040888963407ull;
     int start = (int)((w->rng >> 33) % (uint64_t)n);
@@ -359,9 +376,9 @@ static task *sched_steal(worker *w)
 
 static bool sched_has_work(worker *w)
 {
-    if (w->starved_since) /* fresh tasks can't start yet: only wait */
+    if (w->starved_retry) /* fresh tasks can't start yet: only wait */
         return LOAD(&w->inbox, SEQ_CST) || LOAD(&rt.shutdown, RELAXED) ||
-               mote__os_now_ns() - w->starved_since > SCHED_STARVED_BACKOFF;
+               mote__os_now_ns() >= w->starved_retry;
     if (LOAD(&w->inbox, SEQ_CST) || LOAD(&w->fresh_n, SEQ_CST) ||
         LOAD(&rt.shutdown, RELAXED))
         return true;
@@ -417,8 +434,8 @@ static void sched_idle(worker *w)
     if (!sched_has_work(w) && !mote__trim_orphans_due(&w->trim) &&
         LOAD(&rt.release_epoch, SEQ_CST) == w->release_seen) {
         int64_t tnext = mote__timer_next(&w->timers), next = tnext;
-        if (w->starved_since && w->starved_since + SCHED_STARVED_BACKOFF < next)
-            next = w->starved_since + SCHED_STARVED_BACKOFF;
+        if (w->starved_retry && w->starved_retry < next)
+            next = w->starved_retry;
         if (w->trim.next < next)
             next = w->trim.next; /* housekeeping only: not a task's timer */
         bool counted = false;
@@ -426,8 +443,9 @@ static void sched_idle(worker *w)
             pthread_mutex_lock(&rt.idle_lock);
             rt.nidle_notimer++;
             counted = true;
-            if (mote__deadlock_check()) {
-                rt.result = -EDEADLK;
+            int dead = mote__deadlock_check();
+            if (dead) {
+                rt.result = dead;
                 sched_stop_all();
             }
             pthread_mutex_unlock(&rt.idle_lock);
@@ -672,6 +690,7 @@ int mote_run(mote_fn main_fn, void *arg)
     memset(ws, 0, sizeof(worker) * (size_t)n);
     rt.default_cls = mote__stack_class_of(rt.cfg.stack_size);
     rt.result = 0;
+    STORE(&rt.starve_said, 0, RELAXED);
     rt.next_id = 1;
     rt.ext_spawned = 0;
     rt.external_seen = 0;

@@ -8,8 +8,10 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -153,6 +155,28 @@ static void ok_cond_timed(void *arg)
     CHECK_EQ(mote_mutex_unlock(&m), 0);
 }
 
+/* A new task whose stack cannot be mapped (the address space is full:
+ * RLIMIT_AS) while main waits for it: the run ends with -ENOMEM after a
+ * second, saying so once (it ran forever, saying so 1,000 times a second). */
+static void no_stack_child(void *arg) { mote_chan_send(arg, &(int){1}); }
+
+static void dl_no_stack(void *arg)
+{
+    (void)arg;
+    mote_chan *c = mote_chan_make(sizeof(int), 0);
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    CHECK(f && fscanf(f, "%ld", &pages) == 1);
+    fclose(f);
+    struct rlimit r = {(rlim_t)pages * 4096 + (64u << 20), RLIM_INFINITY};
+    CHECK_EQ(setrlimit(RLIMIT_AS, &r), 0);
+    mote_task_opts o = MOTE_TASK_OPTS_INIT;
+    o.stack_size = 1u << 30; /* its chunk reserves 16 of them */
+    CHECK_EQ(mote_go_ex(no_stack_child, c, &o), 0);
+    int v;
+    mote_chan_recv(c, &v);
+}
+
 /* ---- the harness ---- */
 
 TEST_SETUP { setenv("MOTE_WORKERS", "2", 0); }
@@ -231,5 +255,20 @@ TEST(cond_wait_reported) { SCENARIO(dl_cond, -EDEADLK, HEADER, "cond wait"); }
 TEST(pending_timer_is_not_a_deadlock) { SCENARIO(ok_timer_pending, 0, "result=0"); }
 
 TEST(cond_timedwait_is_not_a_deadlock) { SCENARIO(ok_cond_timed, 0, "result=0"); }
+
+TEST(a_task_that_never_gets_a_stack_ends_the_run)
+{
+    if (TEST_SANITIZED) /* the shadow memory is address space too */
+        TEST_SKIP("sanitizer build");
+    static char err[1 << 16];
+    scenario s = {dl_no_stack, -ENOMEM};
+    int st = test_fork_capture(child, &s, err, sizeof err);
+    const char *said = "no memory for the stack of a new task", *p = strstr(err, said);
+    bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0 && p && !strstr(p + 1, said) &&
+              strstr(err, "1 new task cannot start") && strstr(err, "chan receive");
+    if (!ok)
+        printf("child status %#x, stderr:\n%s\n", st, err);
+    CHECK(ok);
+}
 
 TEST_MAIN()
