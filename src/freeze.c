@@ -113,7 +113,38 @@ static void fz_copy_out(unsigned char *dst, uintptr_t src, uintptr_t top, uintpt
     }
 }
 
-static __thread unsigned char *fz_bounce; /* FZ_MAX_LIVE + a page, aligned */
+/* Bounce buffers for UFFDIO_COPY, which copies whole pages from a
+ * page-aligned source (FZ_MAX_LIVE + a page each): a few kept for the
+ * process and shared by every thread that thaws.  (One per thread, kept in
+ * TLS, went with its thread: the thaw thread's, 68 KiB a run.)  `lock` is
+ * a leaf lock. */
+#define FZ_BOUNCE_KEEP 4
+static struct {
+    int lock;
+    unsigned n;
+    unsigned char *buf[FZ_BOUNCE_KEEP];
+} fz_bounces;
+
+static unsigned char *fz_bounce_take(void)
+{
+    unsigned char *b = NULL;
+    spin_lock(&fz_bounces.lock);
+    if (fz_bounces.n)
+        b = fz_bounces.buf[--fz_bounces.n];
+    spin_unlock(&fz_bounces.lock);
+    return b ? b : mote_aligned_alloc(OS_PAGE, FZ_MAX_LIVE + OS_PAGE);
+}
+
+static void fz_bounce_give(unsigned char *b)
+{
+    spin_lock(&fz_bounces.lock);
+    if (fz_bounces.n < FZ_BOUNCE_KEEP) {
+        fz_bounces.buf[fz_bounces.n++] = b;
+        b = NULL;
+    }
+    spin_unlock(&fz_bounces.lock);
+    mote_free(b);
+}
 
 /* Puts t's image back at [lo, top), mapping those pages and waking every
  * thread blocked on them (so it comes last; a deep task's guard first).
@@ -124,14 +155,13 @@ static int fz_restore(task *t, const fz_image *img, bool deep)
     uintptr_t lo = sp & ~(uintptr_t)(OS_PAGE - 1);
     if (deep)
         mote__os_guard((void *)(stack_lo(&t->stack) - STACK_GUARD), STACK_GUARD, true);
-    if (!fz_bounce) {
-        fz_bounce = mote_aligned_alloc(OS_PAGE, FZ_MAX_LIVE + OS_PAGE);
-        if (!fz_bounce)
-            return -ENOMEM;
-    }
-    memset(fz_bounce, 0, sp - lo);
-    memcpy(fz_bounce + (sp - lo), img->bytes, img->len);
-    int r = mote__os_uffd_copy(fz.ufd, (void *)lo, fz_bounce, top - lo);
+    unsigned char *bounce = fz_bounce_take();
+    if (!bounce)
+        return -ENOMEM;
+    memset(bounce, 0, sp - lo);
+    memcpy(bounce + (sp - lo), img->bytes, img->len);
+    int r = mote__os_uffd_copy(fz.ufd, (void *)lo, bounce, top - lo);
+    fz_bounce_give(bounce);
     /* -EEXIST would mean a page came back behind our back: a lost freeze */
     mote__assert(r == 0);
     return r;
@@ -656,6 +686,7 @@ static void fz_fork_child(void)
     fz.ufd = fz.pagemap = fz.stop_fd = -1;
     fz.handler_on = false;
     STORE(&fz.telling, 0, RELAXED); /* the parent's threads' */
+    fz_bounces.lock = 0;            /* (the buffers stay: the heap forks with them) */
     STORE(&fz.threshold, -1, RELAXED);
 }
 
