@@ -1,7 +1,8 @@
 /*
- * option.c - the MOTE_* table and its parsers (see option.h).  State: one
- * bit per option, set once its invalid value was reported, so a variable
- * read by both the allocator and mote_run is reported once.  getenv and
+ * option.c - the MOTE_* table and its parsers (see option.h).  State: per
+ * option, a hash of the invalid value last reported, so a variable read by
+ * both the allocator and mote_run is reported once, and a new invalid
+ * value (set between two runs) again.  getenv and
  * snprintf with these formats do not allocate, so the allocator may read
  * its options while it starts.
  */
@@ -165,7 +166,16 @@ const mote__option mote__options[OPT_COUNT] = {
          .expect = "a size from 1 to 1G (suffixes K, M, G)"},
 };
 
-static uint64_t option_reported; /* bit per option, atomic */
+static uint64_t option_reported[OPT_COUNT]; /* option_hash of the value; atomic */
+
+/* FNV-1a, never 0 (0: nothing reported yet). */
+static uint64_t option_hash(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h | 1;
+}
 
 static int parse_digits(const char **sp, uint64_t *out)
 {
@@ -333,8 +343,8 @@ int mote__option_read(enum mote__opt id, uint64_t *out)
         *out = v;
         return 0;
     }
-    uint64_t bit = 1ull << id;
-    if (!(FETCH_OR(&option_reported, bit, RELAXED) & bit)) {
+    uint64_t h = option_hash(s);
+    if (XCHG(&option_reported[id], h, RELAXED) != h) {
         char msg[512];
         snprintf(msg, sizeof msg, "mote: %s=\"%.80s\" is invalid: expected %s%s\n",
                  o->name, s, o->expect,

@@ -2,8 +2,9 @@
  * invalid value is reported on stderr and makes mote_run return -EINVAL
  * (nothing runs); every valid one is taken.  Numbers are strict: decimal
  * digits only, no sign, no spaces, exact overflow detection.  Each invalid
- * variable is reported once per process, even when the allocator and
- * mote_run both read it, and however many runs are tried.
+ * value is reported once per process, even when the allocator and
+ * mote_run both read it, and however many runs are tried; a new invalid
+ * value of the same variable is reported too.
  *
  * The runtime's variables are checked in a forked child that sets one and
  * calls mote_run; the allocator's are read when the allocator starts, so
@@ -197,7 +198,9 @@ static void twice(void *arg)
     (void)arg;
     setenv("MOTE_STACK_SIZE", "huge", 1);
     int a = run_status(), b = run_status();
-    _exit(a == 10 && b == 10 ? 10 : 30);
+    setenv("MOTE_STACK_SIZE", "4K", 1); /* another invalid value */
+    int c = run_status(), d = run_status();
+    _exit(a == 10 && b == 10 && c == 10 && d == 10 ? 10 : 30);
 }
 
 TEST(invalid_variable_is_reported_once_per_process)
@@ -207,6 +210,7 @@ TEST(invalid_variable_is_reported_once_per_process)
     CHECK(WIFEXITED(st));
     CHECK_EQ(WEXITSTATUS(st), 10);
     check_report(buf, "MOTE_STACK_SIZE", "huge");
+    check_report(buf, "MOTE_STACK_SIZE", "4K"); /* (it was not reported at all) */
 }
 
 /* ---- the allocator's variables: read when it starts ---- */
