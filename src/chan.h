@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "atomic.h"
+#include "heap/heap.h"
 #include "mote.h"
 #include "waitq.h"
 
@@ -54,9 +55,11 @@ struct mote_chan {
     unsigned char *buf; /* cap * elem_size bytes (never NULL) */
 };
 
+/* (A channel freed twice may be unmapped by now: its magic is read only
+ * where the heap has memory.) */
 static inline bool chan_valid(const mote_chan *c)
 {
-    return c != NULL && LOAD(&c->magic, RELAXED) == CHAN_MAGIC;
+    return c != NULL && mote__heap_mapped(c) && LOAD(&c->magic, RELAXED) == CHAN_MAGIC;
 }
 
 /* Copies one element.  Small power-of-two sizes are the common case and

@@ -409,4 +409,25 @@ TEST_TASK(free_returns_ebusy_while_a_task_is_blocked)
     CHECK_EQ(mote_chan_free(x.c), -EINVAL);
 }
 
+/* A channel freed twice after the heap gave its memory back (a big ring is
+ * its own mapping, unmapped at free; a small one's segment goes with
+ * mote_mem_release): the second free and any use say -EINVAL (they read
+ * the unmapped magic number: a crash). */
+TEST(a_channel_freed_twice_after_its_memory_went_back_is_refused)
+{
+    mote_chan *big = mote_chan_make(8, 1 << 20); /* an 8 MiB ring */
+    CHECK(big != NULL);
+    CHECK_EQ(mote_chan_free(big), 0);
+    CHECK_EQ(mote_chan_free(big), -EINVAL);
+    CHECK_EQ(mote_chan_close(big), -EINVAL);
+    CHECK_EQ(mote_chan_trysend(big, &(long){1}), -EINVAL);
+    CHECK_EQ(mote_chan_len(big), 0);
+    mote_chan *small = mote_chan_make(8, 4);
+    CHECK(small != NULL);
+    CHECK_EQ(mote_chan_free(small), 0);
+    mote_mem_release();
+    CHECK_EQ(mote_chan_free(small), -EINVAL);
+    CHECK_EQ(mote_chan_len(small), 0);
+}
+
 TEST_MAIN()

@@ -448,6 +448,12 @@ HEAP_INLINE void *heap_realloc(void *p, size_t n)
     return q;
 }
 
+bool mote__heap_mapped(const void *p)
+{
+    uintptr_t idx = (uintptr_t)p >> HEAP_SEG_SHIFT;
+    return idx < HEAP_SEGMAP_LEN && heap_segmap_get(idx) != 0;
+}
+
 void mote__heap_release_all(void)
 {
     heap_ensure_init();

@@ -7,6 +7,7 @@
 #ifndef MOTE_HEAP_H
 #define MOTE_HEAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,5 +29,11 @@ int mote__heap_set_limit(uint64_t bytes);
 
 /* Gives every free page of the heap back to the OS now. */
 void mote__heap_release_all(void);
+
+/* Whether p lies in memory the heap has mapped now (a segment, or a huge
+ * block in use), so that a read of it cannot fault: an object the program
+ * may already have freed (and the heap unmapped) can be checked for its
+ * magic number then.  One byte load; any thread. */
+bool mote__heap_mapped(const void *p);
 
 #endif
