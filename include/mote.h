@@ -294,7 +294,10 @@ MOTE_API ssize_t mote_read(int fd, void *buf, size_t n, int64_t timeout_ns);
 /* Writes all n bytes unless an error or the timeout stops it: n, or the
  * count written before that if any, else -errno.  A write to a closed peer
  * is -EPIPE and never raises SIGPIPE (sockets and pipes alike).  n == 0
- * never waits, except to send an empty datagram. */
+ * never waits, except to send an empty datagram.  It waits for room only
+ * after the kernel said there is none, and asks once more at the deadline
+ * (a TCP socket's room comes back without a wake-up until a third of its
+ * buffer is free). */
 MOTE_API ssize_t mote_write(int fd, const void *buf, size_t n, int64_t timeout_ns);
 /* Accepts a connection on listening socket lfd: the new descriptor
  * (O_NONBLOCK|O_CLOEXEC), or -errno (-EMFILE when out of descriptors: the

@@ -73,7 +73,7 @@ int mote_wait_fd(int fd, int events, int64_t timeout_ns)
         return -EINVAL;
     pdesc *pd;
     uint32_t seq;
-    if ((r = mote__netpoll_get(fd, false, &pd, &seq)))
+    if ((r = mote__netpoll_get(fd, NULL, NULL, &pd, &seq)))
         return r;
     if (pd->kind == PD_FILE)
         return events; /* regular files are always ready */
@@ -183,7 +183,7 @@ static int fdio_stream_begin(int fd, const void *buf, size_t n, pdesc **pd, uint
         return r;
     if (!buf && n)
         return -EFAULT;
-    return mote__netpoll_get(fd, false, pd, seq);
+    return mote__netpoll_get(fd, NULL, NULL, pd, seq);
 }
 
 ssize_t mote_read(int fd, void *buf, size_t n, int64_t timeout_ns)
@@ -287,9 +287,16 @@ ssize_t mote_write(int fd, const void *buf, size_t n, int64_t timeout_ns)
     int64_t deadline = mote__park_deadline(timeout_ns);
     const char *p = buf;
     size_t done = 0;
-    bool asked = false;
+    /* A call tries once whatever the flag says, and once more at its
+     * deadline: a TCP socket's room comes back without an edge (EPOLLOUT
+     * waits for a third of the buffer), so the flag, cleared by a short
+     * write, can miss room that a write would take (timed writes failed
+     * while send(2) took 300 KB more). */
+    bool first = true, last = false;
     do {
-        if (XCHG(&pd->ready[PD_WRITE], 0, ACQUIRE) || fdio_ask_now(deadline, &asked)) {
+        bool flag = XCHG(&pd->ready[PD_WRITE], 0, ACQUIRE);
+        if (flag || first || last) {
+            first = false;
             ssize_t k = fdio_write_once(pd, seq, fd, p + done, n - done);
             if (k >= 0) {
                 done += (size_t)k;
@@ -299,6 +306,8 @@ ssize_t mote_write(int fd, const void *buf, size_t n, int64_t timeout_ns)
                 }
                 if (pd->kind != PD_STREAM && pd->kind != PD_PIPE)
                     mote__netpoll_rearm(pd, PD_WRITE);
+                if (last)
+                    break;
                 continue; /* a short write: the buffer is full, wait */
             }
             if (errno == EINTR) {
@@ -310,9 +319,14 @@ ssize_t mote_write(int fd, const void *buf, size_t n, int64_t timeout_ns)
                 mote__netpoll_rearm(pd, PD_WRITE);
                 return done ? (ssize_t)done : -e;
             }
+            if (last)
+                return done ? (ssize_t)done : -ETIMEDOUT;
         }
-        if ((r = mote__netpoll_wait(fd, pd, seq, PD_WANT_WRITE, deadline)))
-            return done ? (ssize_t)done : r;
+        if ((r = mote__netpoll_wait(fd, pd, seq, PD_WANT_WRITE, deadline))) {
+            if (r != -ETIMEDOUT || deadline == 0)
+                return done ? (ssize_t)done : r;
+            last = true;
+        }
     } while (done < n);
     return (ssize_t)done;
 }
@@ -326,7 +340,7 @@ int mote_accept(int lfd, struct sockaddr *addr, socklen_t *addrlen, int64_t time
         return -EFAULT;
     pdesc *pd;
     uint32_t seq;
-    if ((r = mote__netpoll_get(lfd, false, &pd, &seq)))
+    if ((r = mote__netpoll_get(lfd, NULL, NULL, &pd, &seq)))
         return r;
     int64_t deadline = mote__park_deadline(timeout_ns);
     bool asked = false;
@@ -380,6 +394,26 @@ static int connect_outcome(int fd)
     return errno == ENOTCONN ? 1 : -errno;
 }
 
+/* connect(2), through mote__netpoll_get's `first` when the call registers
+ * fd: a socket not yet connecting shows the poller a hang-up, which a
+ * registration before the connect let it take for "readable, and reads
+ * have stopped" (mote_wait_fd said readable on a quarter of the new
+ * connections; every short read after it woke all readers). */
+typedef struct connect_call {
+    const struct sockaddr *addr;
+    socklen_t len;
+    bool done;
+    int rc, err;
+} connect_call;
+
+static void connect_now(int fd, void *arg)
+{
+    connect_call *c = arg;
+    c->rc = connect(fd, c->addr, c->len);
+    c->err = errno;
+    c->done = true;
+}
+
 int mote_connect(int fd, const struct sockaddr *addr, socklen_t len, int64_t timeout_ns)
 {
     int r = fdio_check(fd);
@@ -389,21 +423,24 @@ int mote_connect(int fd, const struct sockaddr *addr, socklen_t len, int64_t tim
         return -EFAULT;
     pdesc *pd;
     uint32_t seq;
-    if ((r = mote__netpoll_get(fd, false, &pd, &seq)))
+    connect_call cc = {addr, len, false, 0, 0};
+    if ((r = mote__netpoll_get(fd, connect_now, &cc, &pd, &seq)))
         return r;
-    if ((r = mote__netpoll_enter(pd, seq, fd)))
-        return r;
-    STORE(&pd->ready[PD_WRITE], 0, RELAXED);
-    int cr = connect(fd, addr, len), e = errno;
-    mote__netpoll_leave(pd, fd);
-    if (cr == 0) {
+    if (!cc.done) { /* registered before */
+        if ((r = mote__netpoll_enter(pd, seq, fd)))
+            return r;
+        STORE(&pd->ready[PD_WRITE], 0, RELAXED);
+        connect_now(fd, &cc);
+        mote__netpoll_leave(pd, fd);
+    }
+    if (cc.rc == 0) {
         mote__netpoll_rearm(pd, PD_WRITE);
         return 0;
     }
-    if (e != EINPROGRESS && e != EINTR) {
+    if (cc.err != EINPROGRESS && cc.err != EINTR) {
         /* no connection under way, so no edge will come: as it was */
         mote__netpoll_rearm(pd, PD_WRITE);
-        return -e;
+        return -cc.err;
     }
     int64_t deadline = mote__park_deadline(timeout_ns);
     for (;;) {
@@ -412,11 +449,14 @@ int mote_connect(int fd, const struct sockaddr *addr, socklen_t len, int64_t tim
             return r;
         if ((r = mote__netpoll_enter(pd, seq, fd)))
             return r;
+        /* cleared before the look: an edge after it sets the flag again */
+        STORE(&pd->ready[PD_WRITE], 0, SEQ_CST);
         r = connect_outcome(fd);
         mote__netpoll_leave(pd, fd);
-        if (r <= 0)
+        if (r <= 0) { /* done: the writes that follow find it ready */
+            mote__netpoll_rearm(pd, PD_WRITE);
             return r;
-        STORE(&pd->ready[PD_WRITE], 0, RELAXED);
+        }
     }
 }
 

@@ -208,7 +208,8 @@ static bool pd_switched(int fd, uint64_t id[2], bool switched)
     return found;
 }
 
-int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out, uint32_t *seq)
+int mote__netpoll_get(int fd, void (*first)(int fd, void *arg), void *arg, pdesc **out,
+                      uint32_t *seq)
 {
     if (fd < 0 || fd >= PD_MAX_FD)
         return -EBADF;
@@ -245,12 +246,13 @@ int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out, uint32_t *seq)
             return kind;
         }
         pd->nb_ours = 0;
-        if (kind != OS_FD_FILE && !nonblock_known &&
-            (r = mote__os_fd_nonblock(fd)) >= 0) {
+        if (kind != OS_FD_FILE && (r = mote__os_fd_nonblock(fd)) >= 0) {
             pd->nb_ours = pd_switched(fd, pd->id, r == 1);
             r = 0;
         }
         if (r == 0 && kind != OS_FD_FILE) {
+            if (first)
+                first(fd, arg);
             r = mote__os_poll_add(np.epfd, fd, pd_tag(fd, pd->seq));
             if (r == -EPERM) /* epoll refuses it: a file in disguise */
                 kind = OS_FD_FILE, r = 0;

@@ -108,10 +108,15 @@ void mote__netpoll_rearm(pdesc *pd, int d);
 struct worker;
 
 /* The pdesc of fd, registered with the poller and made non-blocking on
- * first use (nonblock_known: the caller created it O_NONBLOCK), and its
- * seq, which the call passes to every wait: a close since then cancels
- * the wait.  0, or -EBADF, -ENOMEM, or another -errno from registration. */
-int mote__netpoll_get(int fd, bool nonblock_known, pdesc **out, uint32_t *seq);
+ * first use, and its seq, which the call passes to every wait: a close
+ * since then cancels the wait.  first, if not NULL, is called with arg
+ * when this call registers fd, non-blocking by then and just before the
+ * poller sees it (pd's lock held: a short system call at most), so that
+ * what it does comes before the first events (mote_connect: a socket not
+ * yet connecting reports a hang-up).  0, or -EBADF, -ENOMEM, or another
+ * -errno from registration. */
+int mote__netpoll_get(int fd, void (*first)(int fd, void *arg), void *arg, pdesc **out,
+                      uint32_t *seq);
 
 /* Parks the current task until one of the directions in dirs
  * (PD_WANT_READ | PD_WANT_WRITE) of pd is ready or deadline passes

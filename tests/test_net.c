@@ -699,6 +699,68 @@ TEST_TASK(two_writers_on_one_socket_both_finish)
     mote_close(l);
 }
 
+/* A TCP socket's room comes back without an edge: the kernel signals
+ * EPOLLOUT only once a third of the buffer is free.  A write that finds the
+ * flag clear (the last one was short) still tries: it timed out after 50
+ * ms on every connection whose peer had stopped reading, while send(2)
+ * took 300 KB more and the same write with a 0 timeout went through. */
+TEST_TASK(a_write_tries_the_room_that_came_back_without_an_edge)
+{
+    char addr[64];
+    int l = listen_any(addr, sizeof addr);
+    static char big[1 << 20];
+    for (int i = 0; i < 5; i++) {
+        int c = mote_dial_tcp(addr, 2000 * MS);
+        CHECK(c >= 0);
+        int s = mote_accept(l, NULL, NULL, 2000 * MS);
+        CHECK(s >= 0);
+        while (mote_write(c, big, sizeof big, 20 * MS) == (ssize_t)sizeof big)
+            ; /* until a write comes back short: the peer never reads */
+        ssize_t r = mote_write(c, big, 100, 50 * MS);
+        if (r == -ETIMEDOUT) /* then there was no room, as send(2) says now */
+            CHECK_EQ(send(c, big, 100, MSG_DONTWAIT), -1);
+        else
+            CHECK_EQ(r, 100);
+        mote_close(c);
+        mote_close(s);
+    }
+    mote_close(l);
+}
+
+/* A new connection that receives nothing is not readable: the socket's
+ * hang-up before its connect (seen when mote_connect registered it first)
+ * made waiters say READABLE on about one connection in four. */
+static atomic_int fresh_readable;
+static mote_wg fresh_wg = MOTE_WG_INIT;
+
+static void fresh_waiter(void *arg)
+{
+    int r = mote_wait_fd((int)(intptr_t)arg, MOTE_READABLE, 20 * MS);
+    if (r != -ETIMEDOUT)
+        atomic_fetch_add(&fresh_readable, 1);
+    mote_wg_done(&fresh_wg);
+}
+
+TEST_TASK(a_new_connection_that_receives_nothing_is_not_readable)
+{
+    char addr[64];
+    int l = listen_any(addr, sizeof addr);
+    for (int i = 0; i < TEST_SCALE(100, 20); i++) {
+        int c = mote_dial_tcp(addr, 2000 * MS);
+        CHECK(c >= 0);
+        int s = mote_accept(l, NULL, NULL, 2000 * MS);
+        CHECK(s >= 0);
+        CHECK_EQ(mote_wg_add(&fresh_wg, 2), 0);
+        for (int k = 0; k < 2; k++)
+            CHECK_EQ(mote_go(fresh_waiter, (void *)(intptr_t)c), 0);
+        CHECK_EQ(mote_wg_wait(&fresh_wg), 0);
+        mote_close(c);
+        mote_close(s);
+    }
+    CHECK_EQ(atomic_load(&fresh_readable), 0);
+    mote_close(l);
+}
+
 /* A 0 timeout asks the kernel: data sent since the last poll is there to
  * read (-ETIMEDOUT every time with one worker: the flag said "not ready"
  * until a worker polled). */
