@@ -1,8 +1,8 @@
 # mote-stack (tools/mote-stack): the corpus against gcc's -fstack-usage and
 # clang's .stack_sizes in every build variant, bad inputs, check, traces,
-# entries found from mote_go calls, calibrate, and the seed story.  Driven
-# by tests/stack-corpus/run.py; a test exits 77 (skipped) only when its
-# compiler or python3 is absent.
+# entries found from mote_go calls, bounds against measured depths,
+# calibrate, and the seed story.  Driven by tests/stack-corpus/run.py; a
+# test exits 77 (skipped) only when its compiler or python3 is absent.
 if(MOTE_STACK_BUILT)
   find_package(Python3 COMPONENTS Interpreter QUIET)
   set(_st_run ${CMAKE_CURRENT_SOURCE_DIR}/stack-corpus/run.py)
@@ -50,6 +50,9 @@ if(MOTE_STACK_BUILT)
   else()
     add_test(NAME stack_live COMMAND sh -c "exit 77")
   endif()
+  # Bounds against depths measured on a painted stack.
+  add_test(NAME stack_sound COMMAND ${_st_py} ${_st_run} sound ${_st_tool} ${_st_src} ${_st_work}/sound
+    ${CMAKE_C_COMPILER})
   # Under a sanitizer dlsym finds its interceptors, not libc: calibrate
   # would measure those.
   if(MOTE_SANITIZE STREQUAL "")
@@ -68,7 +71,7 @@ if(MOTE_STACK_BUILT)
       ${CMAKE_SOURCE_DIR}/tools/mote-stack/mote.hints)
   endif()
   set_tests_properties(stack_corpus_gcc stack_corpus_clang stack_errors stack_check
-    stack_traces stack_spawn stack_live stack_calibrate stack_story
+    stack_traces stack_spawn stack_live stack_sound stack_calibrate stack_story
     PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS stack
     # a command-line tool exits on an error without freeing what it read
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")

@@ -11,6 +11,8 @@ errors      clear messages and exit 2 for bad inputs, 64 for bad usage.
 check       `check` against hand-written runtime reports.
 traces      folded and perf-script stacks.
 spawn       entries found from mote_go calls, direct and through the PLT.
+sound       bounds against depths measured on a painted stack (sound.c):
+            a complete bound is never below what the code really uses.
 calibrate   the measured cost table is plausible.
 story       the seed story: the fat frame is found and the size drops.
 
@@ -508,6 +510,39 @@ def mode_live(tool, src, work, ccs, include, motelib):
     return 0
 
 
+# ---- sound ---------------------------------------------------------------------
+
+# Entries of sound.c whose bound must be complete (with sound.hints): the
+# test is only meaningful if the tool claims a bound for them.
+SOUND_COMPLETE = {"e_mem", "e_cyc"}
+
+
+def mode_sound(tool, src, work, cc):
+    """Every complete bound is at least the depth the entry really reaches."""
+    if not shutil.which(cc):
+        print("skip: no", cc)
+        return SKIP
+    os.makedirs(work, exist_ok=True)
+    hints = os.path.join(src, "sound.hints")
+    for opt in ("-O0", "-O2"):
+        exe = os.path.join(work, "sound" + opt)
+        sh([cc, opt, "-g", "-Wl,-z,now", os.path.join(src, "sound.c"), "-o", exe])
+        measured = {}
+        for line in sh([exe]).stdout.splitlines():
+            name, depth = line.split()
+            measured[name] = int(depth)
+        for name, m in sorted(measured.items()):
+            e = tool_json(tool, "worst", exe, "--entry", name, "--hints", hints,
+                          "--no-signal")["entries"][0]
+            what = "complete" if e["complete"] else "incomplete"
+            print("%s %-18s measured %6d  bound %6d %s" % (opt, name, m, e["bound"], what))
+            if e["complete"] and e["bound"] < m:
+                fail("%s %s: complete bound %d below the measured %d" % (opt, name, e["bound"], m))
+            if name in SOUND_COMPLETE and not e["complete"]:
+                fail("%s %s: bound not complete: %s" % (opt, name, e["unknowns"]))
+    return 0
+
+
 def mode_calibrate(tool, work):
     os.makedirs(work, exist_ok=True)
     out = os.path.join(work, "costs.txt")
@@ -610,6 +645,8 @@ def main():
         rc = mode_spawn(tool, *args)
     elif mode == "live":
         rc = mode_live(tool, *args)
+    elif mode == "sound":
+        rc = mode_sound(tool, *args)
     elif mode == "calibrate":
         rc = mode_calibrate(tool, args[0])
     elif mode == "story":

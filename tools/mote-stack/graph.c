@@ -1,15 +1,17 @@
 /*
  * graph.c - call graph, worst path, spawned entries and hints (graph.h).
  *
- * The deepest path is a longest-path search over the call graph by an
- * iterative depth-first walk (a recursive one could itself overflow on the
- * call chains of a large C++ binary), memoised per function.  Recursion
- * shows up as an edge back to a function still on the walk's stack: that
- * edge is recorded as a cycle (its cost per level is the sum of the charges
- * around it) and otherwise ignored, so the bound reported beside "unbounded"
- * is the deepest path that recurses zero times.  For a recursive group
- * entered at different functions the memoised value is the one of the first
- * way in; that bound is a guide, the cycle is the finding.
+ * The deepest path: every function reachable from the entry is expanded
+ * into its edges (direct calls, tail calls, hinted indirect targets,
+ * library calls), then Tarjan's algorithm splits the graph into strongly
+ * connected components and computes each component's bound once all the
+ * components it calls are final.  A component without recursion is the
+ * longest-path step; a recursive one is bounded only by `recursion` hints
+ * that cut all its cycles (see scc_finish), else it is unbounded and the
+ * figure beside "unbounded" is its deepest path that recurses zero times.
+ * (A memoising depth-first walk is wrong here: a function finished while
+ * its cycle was still open keeps a partial value, and a cycle reached
+ * through an already finished function is never seen.)
  *
  * Entries: the spawn calls are found in every function's call sites; the
  * frame analysis recorded %rdi wherever it held a constant at a call (a
@@ -229,35 +231,33 @@ int64_t runtime_overhead(analyzer *a, elfbin *b, const costs *c)
     return d > 0 ? 48 + d : c->runtime;
 }
 
-typedef struct best {
-    int32_t charge;
-    int to;          /* next function, -1 */
-    const char *ext; /* or a library function */
+/* One edge of the reached call graph: to a function, or to a library
+ * function charged from the cost table. */
+typedef struct wedge {
+    int to;          /* function, or -1 */
+    const char *ext; /* library function when to < 0 */
     int64_t extcost;
+    int64_t charge; /* the caller's depth at the transfer */
     uint64_t at;
     bool tail;
-} best;
-
-typedef struct dfs {
-    int v;
-    uint32_t k;     /* next call site */
-    size_t h;       /* next hint edge for call site k-1 */
-    int32_t charge; /* charge of the edge being followed */
-    uint64_t at;
-    bool tail;
-} dfs;
+} wedge;
 
 typedef struct walk {
     analyzer *a;
     elfbin *b;
     const graph_opts *o;
     worst *w;
-    uint8_t *state; /* 0 new, 1 on stack, 2 done */
-    int64_t *cost;
+    int *seen;      /* first edge index + 1 once reached, 0 before */
+    uint32_t *nout; /* edges per reached function */
+    int *order;     /* reached functions, in the order found */
+    size_t norder;
+    wedge *edges;
+    size_t nedges, capedges;
+    int64_t *own;   /* the function's own depth (or frame hint) */
+    int64_t *cost;  /* bound from the function on */
+    int64_t *zcost; /* the shown path from it: no recursion */
+    int *bst;       /* edge of the shown path, -1: the path ends here */
     uint32_t *flags;
-    best *bst;
-    dfs *stack;
-    size_t nstack, capstack;
     int *hint_caller; /* hint edges resolved: caller index per edge */
     int *hint_target;
 } walk;
@@ -305,17 +305,51 @@ static int64_t ext_cost(walk *k, const char *name, int v, uint64_t at, bool *unk
     return c;
 }
 
-/* First visit of v: its own depth and its issues. */
-static void enter(walk *k, int v)
+static void reach(walk *k, int v)
+{
+    if (v >= 0 && !k->seen[v]) {
+        k->seen[v] = -1; /* queued; its edges are added when it is expanded */
+        k->order[k->norder++] = v;
+    }
+}
+
+static void edge_add(walk *k, int v, int to, const char *ext, int64_t extcost,
+                     int64_t charge, uint64_t at, bool tail)
+{
+    wedge *e = VEC_PUSH(k->edges, k->nedges, k->capedges);
+    e->to = to;
+    e->ext = ext;
+    e->extcost = extcost;
+    e->charge = charge;
+    e->at = at;
+    e->tail = tail;
+    k->nout[v]++;
+    reach(k, to);
+}
+
+static void edge_named(walk *k, int v, const char *name, int64_t charge, uint64_t at,
+                       bool tail)
+{
+    int fi = lookup(k->b, name);
+    if (fi >= 0) {
+        edge_add(k, v, fi, NULL, 0, charge, at, tail);
+        return;
+    }
+    bool unknown;
+    int64_t c = ext_cost(k, name, v, at, &unknown);
+    if (unknown)
+        k->flags[v] |= W_UNKNOWN;
+    edge_add(k, v, -1, name, c, charge, at, tail);
+}
+
+/* v's own depth, issues and outgoing edges (hints included). */
+static void expand(walk *k, int v)
 {
     const frame *f = frame_of(k->a, v);
-    k->state[v] = 1;
+    k->seen[v] = (int)k->nedges + 1;
     k->w->nreached++;
     int32_t hint = frame_hint(k, v);
-    k->cost[v] = f ? (hint > f->depth ? hint : f->depth) : 8;
-    k->bst[v].to = -1;
-    k->bst[v].ext = NULL;
-    k->bst[v].charge = (int32_t)k->cost[v];
+    k->own[v] = f ? (hint > f->depth ? hint : f->depth) : 8;
     if (!f)
         return;
     if ((f->flags & FR_DYNAMIC) && hint < 0) {
@@ -326,160 +360,387 @@ static void enter(walk *k, int v)
         k->flags[v] |= W_UNKNOWN;
         add_issue(k, WI_UNDECODED, v, f->bad_at, NULL);
     }
-    dfs *d = VEC_PUSH(k->stack, k->nstack, k->capstack);
-    memset(d, 0, sizeof *d);
-    d->v = v;
-}
-
-static void relax(walk *k, int v, int32_t charge, int to, const char *ext,
-                  int64_t extcost, uint64_t at, bool tail)
-{
-    int64_t c = charge + (to >= 0 ? k->cost[to] : extcost);
-    if (to >= 0)
-        k->flags[v] |= k->flags[to];
-    if (c > k->cost[v]) {
-        k->cost[v] = c;
-        best *b = &k->bst[v];
-        b->charge = charge;
-        b->to = to;
-        b->ext = ext;
-        b->extcost = extcost;
-        b->at = at;
-        b->tail = tail;
-    }
-}
-
-static void cycle_found(walk *k, int to, int32_t charge)
-{
-    size_t pos = k->nstack;
-    while (pos > 0 && k->stack[pos - 1].v != to)
-        pos--;
-    if (pos == 0)
-        return;
-    pos--;
-    k->flags[k->stack[k->nstack - 1].v] |= W_CYCLE;
-    k->w->nbackedges++;
-    if (k->w->ncycles >= 16)
-        return;
-    wcycle *c = VEC_PUSH(k->w->cycles, k->w->ncycles, k->w->capcycles);
-    c->n = k->nstack - pos;
-    c->funcs = xmalloc(c->n * sizeof *c->funcs);
-    c->per_level = charge;
-    c->max_repeat = -1;
-    for (size_t i = pos; i < k->nstack; i++) {
-        c->funcs[i - pos] = k->stack[i].v;
-        if (i + 1 < k->nstack)
-            c->per_level += k->stack[i].charge;
-    }
-}
-
-/* Follows one edge from the top frame: to a function (maybe pushing it),
- * or to a library function.  Returns true when it pushed. */
-static bool edge_to(walk *k, int to, int32_t charge, uint64_t at, bool tail)
-{
-    dfs *d = &k->stack[k->nstack - 1];
-    int v = d->v;
-    if (to < 0)
-        return false;
-    if (k->state[to] == 1) {
-        cycle_found(k, to, charge);
-        return false;
-    }
-    if (k->state[to] == 2) {
-        relax(k, v, charge, to, NULL, 0, at, tail);
-        return false;
-    }
-    d->charge = charge;
-    d->at = at;
-    d->tail = tail;
-    enter(k, to);
-    return true;
-}
-
-static bool edge_named(walk *k, const char *name, int32_t charge, uint64_t at, bool tail)
-{
-    int v = k->stack[k->nstack - 1].v;
-    int fi = lookup(k->b, name);
-    if (fi >= 0)
-        return edge_to(k, fi, charge, at, tail);
-    bool unknown;
-    int64_t c = ext_cost(k, name, v, at, &unknown);
-    if (unknown)
-        k->flags[v] |= W_UNKNOWN;
-    relax(k, v, charge, -1, name, c, at, tail);
-    return false;
-}
-
-/* Advances the top frame by one edge.  False when it has none left. */
-static bool step(walk *k)
-{
-    dfs *d = &k->stack[k->nstack - 1];
-    int v = d->v;
-    const frame *f = frame_of(k->a, v);
-    if (!f)
-        return false;
-    /* Hint edges of the previous (indirect) call site first. */
-    if (d->h) {
-        const callsite *c = frame_calls(k->a, f) + (d->k - 1);
-        bool jump = c->kind != CS_ICALL;
-        int32_t depth = c->depth >= 0 ? c->depth : f->frame;
-        int32_t charge = jump ? (depth > 8 ? depth - 8 : 0) : depth;
-        const hints *h = k->o->h;
-        while (d->h <= h->nedges) {
-            size_t i = d->h++ - 1;
-            if (k->hint_caller[i] != v)
+    const hints *h = k->o->h;
+    const callsite *cs = frame_calls(k->a, f);
+    for (uint32_t n = 0; n < f->ncalls; n++) {
+        const callsite *c = &cs[n];
+        bool jump = c->kind == CS_TAIL || c->kind == CS_IJMP || c->kind == CS_BADJMP;
+        int64_t depth = c->depth >= 0 ? c->depth : f->frame;
+        int64_t charge = jump ? (depth > 8 ? depth - 8 : 0) : depth;
+        if (c->kind == CS_CALL || c->kind == CS_TAIL) {
+            if (c->ext) {
+                edge_named(k, v, c->ext, charge, c->at, jump);
                 continue;
-            if (k->hint_target[i] >= 0) {
-                if (edge_to(k, k->hint_target[i], charge, c->at, jump))
-                    return true;
-            } else if (edge_named(k, h->edges[i].target, charge, c->at, jump)) {
-                return true;
             }
-            d = &k->stack[k->nstack - 1];
+            int to = elfbin_func_start(k->b, c->target);
+            if (to >= 0 && !(k->b->funcs[to].flags & FN_COLD)) {
+                edge_add(k, v, to, NULL, 0, charge, c->at, jump);
+                continue;
+            }
+            k->flags[v] |= W_UNKNOWN;
+            add_issue(k, WI_MIDDLE, v, c->at, NULL);
+            continue;
         }
-        d->h = 0;
-        return true;
-    }
-    if (d->k >= f->ncalls)
-        return false;
-    const callsite *c = frame_calls(k->a, f) + d->k++;
-    bool jump = c->kind == CS_TAIL || c->kind == CS_IJMP || c->kind == CS_BADJMP;
-    int32_t depth = c->depth >= 0 ? c->depth : f->frame;
-    int32_t charge = jump ? (depth > 8 ? depth - 8 : 0) : depth;
-    switch (c->kind) {
-    case CS_CALL:
-    case CS_TAIL: {
-        if (c->ext)
-            return edge_named(k, c->ext, charge, c->at, jump) || true;
-        int to = elfbin_func_start(k->b, c->target);
-        if (to >= 0 && !(k->b->funcs[to].flags & FN_COLD)) {
-            edge_to(k, to, charge, c->at, jump);
-            return true;
-        }
-        k->flags[v] |= W_UNKNOWN;
-        add_issue(k, WI_MIDDLE, v, c->at, NULL);
-        return true;
-    }
-    default: {
         /* Indirect: the hints name the targets. */
         bool any = false;
-        const hints *h = k->o->h;
-        for (size_t i = 0; h && i < h->nedges; i++)
-            if (k->hint_caller[i] == v)
-                any = true;
-        if (any) {
-            d->h = 1;
-            return true;
+        for (size_t i = 0; h && i < h->nedges; i++) {
+            if (k->hint_caller[i] != v)
+                continue;
+            any = true;
+            if (k->hint_target[i] >= 0)
+                edge_add(k, v, k->hint_target[i], NULL, 0, charge, c->at, jump);
+            else
+                edge_named(k, v, h->edges[i].target, charge, c->at, jump);
         }
+        if (any)
+            continue;
         k->flags[v] |= W_UNKNOWN;
         add_issue(k,
                   c->kind == CS_ICALL  ? WI_ICALL
                   : c->kind == CS_IJMP ? WI_IJMP
                                        : WI_BADJMP,
                   v, c->at, NULL);
-        return true;
     }
+}
+
+static const wedge *edges_of(const walk *k, int v, uint32_t *n)
+{
+    *n = k->nout[v];
+    return k->edges + (k->seen[v] - 1);
+}
+
+#define NEG (INT64_MIN / 4)
+
+/* Tarjan's strongly connected components over the reached graph.  A
+ * component is finished only after every component it reaches, so its
+ * bound is computed from final numbers: recursion never sees a partial
+ * result (the bug of a memoised depth-first walk, which took a cycle's
+ * members' values while the cycle was still open). */
+typedef struct scc {
+    int *idx, *low, *comp;
+    int *pos; /* position in its component's member list */
+    int *stk;
+    size_t nstk;
+    int next;
+} scc;
+
+static void scc_finish(walk *k, scc *t, const int *m, size_t s);
+
+static void scc_run(walk *k, int entry)
+{
+    size_t n = k->b->nfuncs;
+    scc t;
+    t.idx = xmalloc(n * sizeof(int));
+    t.low = xmalloc(n * sizeof(int));
+    t.comp = xmalloc(n * sizeof(int));
+    t.pos = xmalloc(n * sizeof(int));
+    for (size_t i = 0; i < n; i++)
+        t.idx[i] = t.comp[i] = -1;
+    t.stk = xmalloc(n * sizeof(int));
+    t.nstk = 0;
+    t.next = 0;
+    int *cv = xmalloc(n * sizeof(int));           /* DFS: vertex */
+    uint32_t *ce = xmalloc(n * sizeof(uint32_t)); /* DFS: next edge */
+    size_t ncall = 0;
+    int ncomp = 0;
+    cv[ncall] = entry;
+    ce[ncall++] = 0;
+    t.idx[entry] = t.low[entry] = t.next++;
+    t.stk[t.nstk++] = entry;
+    while (ncall) {
+        int v = cv[ncall - 1];
+        uint32_t ne;
+        const wedge *e = edges_of(k, v, &ne);
+        if (ce[ncall - 1] < ne) {
+            int w = e[ce[ncall - 1]++].to;
+            if (w < 0)
+                continue;
+            if (t.idx[w] < 0) {
+                t.idx[w] = t.low[w] = t.next++;
+                t.stk[t.nstk++] = w;
+                cv[ncall] = w;
+                ce[ncall++] = 0;
+            } else if (t.comp[w] < 0 && t.idx[w] < t.low[v]) {
+                t.low[v] = t.idx[w]; /* w is on the component stack */
+            }
+            continue;
+        }
+        ncall--;
+        if (ncall && t.low[v] < t.low[cv[ncall - 1]])
+            t.low[cv[ncall - 1]] = t.low[v];
+        if (t.low[v] != t.idx[v])
+            continue;
+        size_t s = t.nstk;
+        do {
+            t.comp[t.stk[--s]] = ncomp;
+        } while (t.stk[s] != v);
+        for (size_t i = s; i < t.nstk; i++)
+            t.pos[t.stk[i]] = (int)(i - s);
+        ncomp++;
+        scc_finish(k, &t, t.stk + s, t.nstk - s);
+        t.nstk = s;
     }
+    free(cv);
+    free(ce);
+    free(t.idx);
+    free(t.low);
+    free(t.comp);
+    free(t.pos);
+    free(t.stk);
+}
+
+static int64_t edge_val(const wedge *e, const int64_t *cost)
+{
+    return e->charge + (e->to >= 0 ? cost[e->to] : e->extcost);
+}
+
+/* A shortest cycle through m[0] inside the component, for the report. */
+static void record_cycle(walk *k, const scc *t, const int *m, size_t s, int64_t per_level,
+                         int32_t max_repeat, int cid)
+{
+    k->w->nbackedges++;
+    if (k->w->ncycles >= 16)
+        return;
+    int r = m[0];
+    /* BFS over the component; prev[] by position in m. */
+    int *q = xmalloc(s * sizeof(int)), *prev = xmalloc(s * sizeof(int));
+    int64_t *ch = xmalloc(s * sizeof(int64_t));
+    size_t qh = 0, qt = 0;
+    for (size_t i = 0; i < s; i++)
+        prev[i] = -2;
+    int last = -1;
+    int64_t lastch = 0;
+    q[qt++] = 0;
+    prev[0] = -1;
+    while (qh < qt && last < 0) {
+        int pi = q[qh++];
+        uint32_t ne;
+        const wedge *e = edges_of(k, m[pi], &ne);
+        for (uint32_t j = 0; j < ne && last < 0; j++) {
+            int w = e[j].to;
+            if (w < 0 || t->comp[w] != cid)
+                continue;
+            if (w == r) {
+                last = pi;
+                lastch = e[j].charge;
+                break;
+            }
+            int i = t->pos[w];
+            if (prev[i] == -2) {
+                prev[i] = pi;
+                ch[i] = e[j].charge;
+                q[qt++] = i;
+            }
+        }
+    }
+    wcycle *c = VEC_PUSH(k->w->cycles, k->w->ncycles, k->w->capcycles);
+    size_t len = 0;
+    for (int i = last; i >= 0; i = prev[i])
+        len++;
+    c->n = len;
+    c->funcs = xmalloc((len ? len : 1) * sizeof *c->funcs);
+    int64_t sum = lastch;
+    size_t pos = len;
+    for (int i = last; i >= 0; i = prev[i]) {
+        c->funcs[--pos] = m[i];
+        if (prev[i] >= 0)
+            sum += ch[i];
+    }
+    c->per_level = per_level >= 0 ? per_level : sum;
+    c->max_repeat = max_repeat;
+    free(q);
+    free(prev);
+    free(ch);
+}
+
+/* The bound of every function of one component, all it calls outside
+ * the component being final.
+ *
+ * Without recursion: the function's own depth, or the best edge.
+ *
+ * With recursion (more than one function, or a self call): the functions
+ * named by `recursion FN N` hints (H) appear at most N + 1 times each on a
+ * stack, so at most K = sum(N + 1) times in all.  If the component without
+ * H is acyclic, any path through it is: a way from where it enters to the
+ * first H function, at most K - 1 segments from an H function to the next
+ * (each at most L, the heaviest such segment), and a last one that leaves
+ * the component or ends in it (at most E).  That is the bound.  Otherwise
+ * (no hint, or a cycle the hints do not cut) the recursion is unbounded
+ * and the figure kept is the path that recurses zero times (edges only to
+ * functions found later in the search), a guide. */
+static void scc_finish(walk *k, scc *t, const int *m, size_t s)
+{
+    int cid = t->comp[m[0]];
+    bool cyclic = s > 1;
+    uint32_t uflags = 0;
+    for (size_t i = 0; i < s; i++) {
+        int v = m[i];
+        uint32_t ne;
+        const wedge *e = edges_of(k, v, &ne);
+        uflags |= k->flags[v];
+        /* out: leave the component (or end) from v */
+        k->zcost[v] = k->own[v];
+        k->bst[v] = -1;
+        for (uint32_t j = 0; j < ne; j++) {
+            if (e[j].to == v)
+                cyclic = true;
+            if (e[j].to >= 0 && t->comp[e[j].to] == cid)
+                continue;
+            if (e[j].to >= 0)
+                uflags |= k->flags[e[j].to];
+            int64_t c = edge_val(&e[j], k->cost);
+            if (c > k->zcost[v]) {
+                k->zcost[v] = c;
+                k->bst[v] = (int)(&e[j] - k->edges);
+            }
+        }
+    }
+    if (!cyclic) {
+        k->cost[m[0]] = k->zcost[m[0]];
+        k->flags[m[0]] = uflags;
+        return;
+    }
+    /* m is in stack order: increasing search index. */
+    int64_t *out = xmalloc(s * sizeof *out);
+    for (size_t i = 0; i < s; i++)
+        out[i] = k->zcost[m[i]];
+    /* The shown path: internal edges forward in search order only. */
+    for (size_t i = s; i-- > 0;) {
+        int v = m[i];
+        uint32_t ne;
+        const wedge *e = edges_of(k, v, &ne);
+        for (uint32_t j = 0; j < ne; j++) {
+            int w = e[j].to;
+            if (w < 0 || t->comp[w] != cid || t->idx[w] <= t->idx[v])
+                continue;
+            int64_t c = e[j].charge + k->zcost[w];
+            if (c > k->zcost[v]) {
+                k->zcost[v] = c;
+                k->bst[v] = (int)(&e[j] - k->edges);
+            }
+        }
+    }
+    /* Hinted functions and K. */
+    bool *inh = xcalloc(s, sizeof *inh);
+    int64_t K = 0;
+    const hints *h = k->o->h;
+    for (size_t r = 0; h && r < h->nrecursions; r++) {
+        int fi = lookup(k->b, h->recursions[r].name);
+        for (size_t i = 0; i < s; i++)
+            if (m[i] == fi && !inh[i]) {
+                inh[i] = true;
+                K += (int64_t)h->recursions[r].bytes + 1;
+            }
+    }
+    /* Topological order of the component without H (Kahn), by position. */
+    int *indeg = xcalloc(s, sizeof *indeg);
+    int *topo = xmalloc(s * sizeof *topo);
+    size_t ntopo = 0, nrest = 0;
+#define POS_OF(w) (t->pos[w])
+    for (size_t i = 0; i < s; i++) {
+        if (inh[i])
+            continue;
+        nrest++;
+        uint32_t ne;
+        const wedge *e = edges_of(k, m[i], &ne);
+        for (uint32_t j = 0; j < ne; j++) {
+            int w = e[j].to;
+            if (w >= 0 && t->comp[w] == cid && !inh[POS_OF(w)])
+                indeg[POS_OF(w)]++;
+        }
+    }
+    for (size_t i = 0; i < s; i++)
+        if (!inh[i] && !indeg[i])
+            topo[ntopo++] = (int)i;
+    for (size_t q = 0; q < ntopo; q++) {
+        uint32_t ne;
+        const wedge *e = edges_of(k, m[topo[q]], &ne);
+        for (uint32_t j = 0; j < ne; j++) {
+            int w = e[j].to;
+            if (w >= 0 && t->comp[w] == cid && !inh[POS_OF(w)] && --indeg[POS_OF(w)] == 0)
+                topo[ntopo++] = POS_OF(w);
+        }
+    }
+    bool bounded = K > 0 && ntopo == nrest;
+    int64_t per_level = -1;
+    int32_t max_repeat = -1;
+    if (bounded) {
+        int64_t *D = xmalloc(s * sizeof *D), *T = xmalloc(s * sizeof *T);
+        for (size_t q = ntopo; q-- > 0;) {
+            int i = topo[q];
+            uint32_t ne;
+            const wedge *e = edges_of(k, m[i], &ne);
+            D[i] = out[i];
+            T[i] = NEG;
+            for (uint32_t j = 0; j < ne; j++) {
+                int w = e[j].to;
+                if (w < 0 || t->comp[w] != cid)
+                    continue;
+                int p = POS_OF(w);
+                if (inh[p]) {
+                    if (e[j].charge > T[i])
+                        T[i] = e[j].charge;
+                    continue;
+                }
+                if (e[j].charge + D[p] > D[i])
+                    D[i] = e[j].charge + D[p];
+                if (T[p] > NEG && e[j].charge + T[p] > T[i])
+                    T[i] = e[j].charge + T[p];
+            }
+        }
+        int64_t L = NEG, E = NEG;
+        for (size_t i = 0; i < s; i++) {
+            if (!inh[i])
+                continue;
+            int64_t leave = out[i], loop = NEG;
+            uint32_t ne;
+            const wedge *e = edges_of(k, m[i], &ne);
+            for (uint32_t j = 0; j < ne; j++) {
+                int w = e[j].to;
+                if (w < 0 || t->comp[w] != cid)
+                    continue;
+                int p = POS_OF(w);
+                if (inh[p]) {
+                    if (e[j].charge > loop)
+                        loop = e[j].charge;
+                    continue;
+                }
+                if (e[j].charge + D[p] > leave)
+                    leave = e[j].charge + D[p];
+                if (T[p] > NEG && e[j].charge + T[p] > loop)
+                    loop = e[j].charge + T[p];
+            }
+            if (leave > E)
+                E = leave;
+            if (loop > L)
+                L = loop;
+        }
+        if (L < 0)
+            L = 0;
+        int64_t from_h = (K - 1) * L + E;
+        for (size_t i = 0; i < s; i++) {
+            int64_t c = inh[i] ? from_h : D[i];
+            if (!inh[i] && T[i] > NEG && T[i] + from_h > c)
+                c = T[i] + from_h;
+            k->cost[m[i]] = c > k->zcost[m[i]] ? c : k->zcost[m[i]];
+        }
+        per_level = L;
+        max_repeat = (int32_t)(K - 1);
+        free(D);
+        free(T);
+    } else {
+        for (size_t i = 0; i < s; i++)
+            k->cost[m[i]] = k->zcost[m[i]];
+        uflags |= W_CYCLE;
+    }
+#undef POS_OF
+    for (size_t i = 0; i < s; i++)
+        k->flags[m[i]] = uflags;
+    record_cycle(k, t, m, s, per_level, max_repeat, cid);
+    free(out);
+    free(inh);
+    free(indeg);
+    free(topo);
 }
 
 void worst_from(analyzer *a, elfbin *b, int entry, const graph_opts *o, worst *w)
@@ -493,10 +754,14 @@ void worst_from(analyzer *a, elfbin *b, int entry, const graph_opts *o, worst *w
     k.o = o;
     k.w = w;
     size_t n = b->nfuncs;
-    k.state = xcalloc(n, 1);
+    k.seen = xcalloc(n, sizeof *k.seen);
+    k.nout = xcalloc(n, sizeof *k.nout);
+    k.order = xmalloc(n * sizeof *k.order);
+    k.own = xcalloc(n, sizeof *k.own);
     k.cost = xcalloc(n, sizeof *k.cost);
-    k.flags = xcalloc(n, sizeof *k.flags);
+    k.zcost = xcalloc(n, sizeof *k.zcost);
     k.bst = xcalloc(n, sizeof *k.bst);
+    k.flags = xcalloc(n, sizeof *k.flags);
     size_t nh = o->h ? o->h->nedges : 0;
     k.hint_caller = xcalloc(nh + 1, sizeof(int));
     k.hint_target = xcalloc(nh + 1, sizeof(int));
@@ -505,56 +770,33 @@ void worst_from(analyzer *a, elfbin *b, int entry, const graph_opts *o, worst *w
         k.hint_target[i] = lookup(b, o->h->edges[i].target);
     }
 
-    enter(&k, entry);
-    while (k.nstack) {
-        if (step(&k))
-            continue;
-        /* v is done: hand its cost to the frame below. */
-        int v = k.stack[--k.nstack].v;
-        k.state[v] = 2;
-        if (k.nstack) {
-            dfs *p = &k.stack[k.nstack - 1];
-            relax(&k, p->v, p->charge, v, NULL, 0, p->at, p->tail);
-        }
-    }
+    /* Every reachable function and its edges, then the components. */
+    reach(&k, entry);
+    for (size_t i = 0; i < k.norder; i++)
+        expand(&k, k.order[i]);
+    scc_run(&k, entry);
 
     w->bound = k.cost[entry];
     w->flags = k.flags[entry];
-    /* Recursion hints: a cycle repeated N more times adds N levels to the
-     * deepest path, wherever on it the cycle sits. */
-    if (w->nbackedges) {
-        size_t bounded = 0;
-        for (size_t i = 0; i < w->ncycles; i++) {
-            wcycle *c = &w->cycles[i];
-            for (size_t r = 0; o->h && r < o->h->nrecursions && c->max_repeat < 0; r++)
-                for (size_t j = 0; j < c->n; j++)
-                    if (lookup(b, o->h->recursions[r].name) == c->funcs[j]) {
-                        c->max_repeat = o->h->recursions[r].bytes;
-                        break;
-                    }
-            if (c->max_repeat >= 0) {
-                bounded++;
-                w->recursion_extra += c->max_repeat * c->per_level;
-            }
-        }
-        w->bound += w->recursion_extra;
-        if (bounded == w->nbackedges)
-            w->flags &= ~(uint32_t)W_CYCLE;
-    }
+    /* The shown path: each function's best edge by the bound, inside a
+     * recursive group the zero-recursion route; what the hinted
+     * recursion adds is recursion_extra. */
     int64_t cum = 0;
     for (int v = entry; v >= 0;) {
-        const best *bs = &k.bst[v];
+        const wedge *bs = k.bst[v] >= 0 ? &k.edges[k.bst[v]] : NULL;
         const frame *f = frame_of(a, v);
         wstep *s = VEC_PUSH(w->path, w->npath, w->cappath);
         memset(s, 0, sizeof *s);
         s->func = v;
         s->frame = f ? f->depth : 8;
-        s->charge = bs->to >= 0 || bs->ext ? bs->charge : (int32_t)k.cost[v];
+        s->charge = (int32_t)(bs ? bs->charge : k.own[v]);
         cum += s->charge;
         s->cum = cum;
-        s->at = bs->at;
-        s->tail = bs->tail;
-        if (bs->ext) {
+        if (bs) {
+            s->at = bs->at;
+            s->tail = bs->tail;
+        }
+        if (bs && bs->ext) {
             s = VEC_PUSH(w->path, w->npath, w->cappath);
             memset(s, 0, sizeof *s);
             s->func = -1;
@@ -564,15 +806,21 @@ void worst_from(analyzer *a, elfbin *b, int entry, const graph_opts *o, worst *w
             cum += s->charge;
             s->cum = cum;
         }
-        v = bs->to;
-        if (w->npath > n + 1)
-            break; /* cannot happen: best edges only point at finished nodes */
+        v = bs ? bs->to : -1;
+        if (w->npath > 2 * n + 2)
+            break; /* cannot happen: the shown path is acyclic */
     }
-    free(k.state);
+    if (w->bound > cum && !(w->flags & W_CYCLE))
+        w->recursion_extra = w->bound - cum;
+    free(k.seen);
+    free(k.nout);
+    free(k.order);
+    free(k.own);
     free(k.cost);
-    free(k.flags);
+    free(k.zcost);
     free(k.bst);
-    free(k.stack);
+    free(k.flags);
+    free(k.edges);
     free(k.hint_caller);
     free(k.hint_target);
 }

@@ -1,0 +1,116 @@
+/*
+ * sound.c - stack-corpus: entries whose depth is measured on a painted
+ * stack and compared with mote-stack's bound (run.py sound): a bound the
+ * tool calls complete must be at least the measured depth.  Each case is
+ * one the analyser once under-estimated.  Prints "entry depth" a line;
+ * depths count from the %rsp before the call, the tool's convention.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NI __attribute__((noinline))
+
+void call_on_stack(void (*fn)(void *), void *arg, void *top);
+__asm__(".text\n.globl call_on_stack\ncall_on_stack:\n push %rbp\n mov %rsp,%rbp\n"
+        " mov %rdx,%rsp\n mov %rdi,%rax\n mov %rsi,%rdi\n call *%rax\n mov %rbp,%rsp\n"
+        " pop %rbp\n ret\n");
+
+static unsigned char region[4 << 20] __attribute__((aligned(64)));
+
+static long measure1(void (*fn)(void *), void *arg, unsigned char pat)
+{
+    memset(region, pat, sizeof region);
+    call_on_stack(fn, arg, region + sizeof region);
+    size_t i = 0;
+    while (i < sizeof region && region[i] == pat)
+        i++;
+    return (long)(sizeof region - i);
+}
+
+static void run(const char *name, void (*fn)(void *), long arg)
+{
+    long a = measure1(fn, (void *)arg, 0xa5), b = measure1(fn, (void *)arg, 0x5a);
+    printf("%s %ld\n", name, a > b ? a : b);
+}
+
+volatile long sink;
+NI void fill(volatile char *p, long n)
+{
+    for (long i = 0; i < n; i++)
+        p[i] = (char)i;
+}
+
+/* A recursive group entered at two of its functions (sound.hints: mx
+ * appears at most twice on a stack).  A memoising search kept mx's value
+ * from the first way in and under-charged the second. */
+NI long mz(long n)
+{
+    volatile char b[8000];
+    fill(b, sizeof b);
+    return b[n & 511];
+}
+NI long mx(long n);
+NI long my(long n)
+{
+    volatile char b[3000];
+    fill(b, sizeof b);
+    if (n > 0)
+        return mx(n - 1) + b[n & 7];
+    return b[1];
+}
+NI long mx(long n)
+{
+    volatile char b[100];
+    fill(b, sizeof b);
+    if (n > 0)
+        return my(n - 1) + b[n & 7];
+    return mz(n) + b[2];
+}
+void e_mem(void *a)
+{
+    long n = (long)a;
+    sink += mx(n);
+    sink += my(n);
+}
+
+/* A cycle rx -> rz -> rw -> rx whose rw was first finished by way of ry:
+ * the search never saw the cycle through rz and charged no 4000-byte
+ * levels at all. */
+NI long rx(long n);
+NI long rw(long n)
+{
+    volatile char b[100];
+    fill(b, sizeof b);
+    return rx(n - 1) + b[n & 7];
+}
+NI long ry(long n)
+{
+    volatile char b[100];
+    fill(b, sizeof b);
+    return rw(n) + b[n & 7];
+}
+NI long rz(long n)
+{
+    volatile char b[4000];
+    fill(b, sizeof b);
+    return rw(n) + b[n & 7];
+}
+NI long rx(long n)
+{
+    volatile char b[100];
+    fill(b, sizeof b);
+    if (n <= 0)
+        return b[0];
+    if (n & 1)
+        return ry(n) + b[1];
+    return rz(n) + b[2];
+}
+void e_cyc(void *a) { sink += rx((long)a); }
+
+int main(void)
+{
+    run("e_mem", e_mem, 3);
+    run("e_cyc", e_cyc, 16);
+    return 0;
+}
