@@ -5,6 +5,7 @@
  * one the analyser once under-estimated.  Prints "entry depth" a line;
  * depths count from the %rsp before the call, the tool's convention.
  */
+#include <alloca.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,9 +109,26 @@ NI long rx(long n)
 }
 void e_cyc(void *a) { sink += rx((long)a); }
 
+/* An alloca bounded by a `frame` hint, then a call: the callee runs below
+ * the alloca, not below the static frame. */
+NI long child(long x)
+{
+    volatile char b[8000];
+    fill(b, sizeof b);
+    return b[x & 511];
+}
+void e_allocacall(void *a)
+{
+    long n = (long)a;
+    volatile char *p = alloca(n);
+    fill(p, n);
+    sink += child(p[3]);
+}
+
 int main(void)
 {
     run("e_mem", e_mem, 3);
     run("e_cyc", e_cyc, 16);
+    run("e_allocacall", e_allocacall, 30000);
     return 0;
 }

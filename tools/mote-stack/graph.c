@@ -367,6 +367,11 @@ static void expand(walk *k, int v)
         bool jump = c->kind == CS_TAIL || c->kind == CS_IJMP || c->kind == CS_BADJMP;
         int64_t depth = c->depth >= 0 ? c->depth : f->frame;
         int64_t charge = jump ? (depth > 8 ? depth - 8 : 0) : depth;
+        /* A `frame FN N` hint bounds the whole frame, alloca included; a
+         * call after the alloca is made below it, where the static depth
+         * does not reach, so every call site is charged the hint. */
+        if (hint > charge)
+            charge = hint;
         if (c->kind == CS_CALL || c->kind == CS_TAIL) {
             if (c->ext) {
                 edge_named(k, v, c->ext, charge, c->at, jump);
