@@ -6,9 +6,16 @@
  * depths count from the %rsp before the call, the tool's convention.
  */
 #include <alloca.h>
+#include <assert.h>
+#include <err.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define NI __attribute__((noinline))
 
@@ -17,16 +24,30 @@ __asm__(".text\n.globl call_on_stack\ncall_on_stack:\n push %rbp\n mov %rsp,%rbp
         " mov %rdx,%rsp\n mov %rdi,%rax\n mov %rsi,%rdi\n call *%rax\n mov %rbp,%rsp\n"
         " pop %rbp\n ret\n");
 
-static unsigned char region[4 << 20] __attribute__((aligned(64)));
+enum { REGION = 4 << 20 };
+static unsigned char *region; /* shared: a child's paint is read here */
 
+/* The entry runs in a child on the painted region, so an entry that ends
+ * the process (errx, a failed assert) is measured like one that returns. */
 static long measure1(void (*fn)(void *), void *arg, unsigned char pat)
 {
-    memset(region, pat, sizeof region);
-    call_on_stack(fn, arg, region + sizeof region);
+    memset(region, pat, REGION);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit rl = {0, 0};
+        setrlimit(RLIMIT_CORE, &rl);
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 2);
+        call_on_stack(fn, arg, region + REGION);
+        _exit(0);
+    }
+    int st;
+    waitpid(pid, &st, 0);
     size_t i = 0;
-    while (i < sizeof region && region[i] == pat)
+    while (i < REGION && region[i] == pat)
         i++;
-    return (long)(sizeof region - i);
+    return (long)(REGION - i);
 }
 
 static void run(const char *name, void (*fn)(void *), long arg)
@@ -34,7 +55,6 @@ static void run(const char *name, void (*fn)(void *), long arg)
     long a = measure1(fn, (void *)arg, 0xa5), b = measure1(fn, (void *)arg, 0x5a);
     printf("%s %ld\n", name, a > b ? a : b);
 }
-
 volatile long sink;
 NI void fill(volatile char *p, long n)
 {
@@ -125,10 +145,25 @@ void e_allocacall(void *a)
     sink += child(p[3]);
 }
 
+/* Functions that end the process still run on the task's stack first:
+ * errx formats through unbuffered stderr, __assert_fail too. */
+void e_errx(void *a) { errx(3, "bad value %ld", (long)a); }
+void e_assert(void *a)
+{
+    assert((long)a == 0);
+    sink++;
+}
+
 int main(void)
 {
+    region =
+        mmap(NULL, REGION, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (region == MAP_FAILED)
+        return 1;
     run("e_mem", e_mem, 3);
     run("e_cyc", e_cyc, 16);
     run("e_allocacall", e_allocacall, 30000);
+    run("e_errx", e_errx, 7);
+    run("e_assert", e_assert, 7);
     return 0;
 }

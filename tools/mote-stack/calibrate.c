@@ -29,12 +29,15 @@
 #include <fcntl.h>
 #include <gnu/libc-version.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -68,7 +71,8 @@ enum { REGION = 2 << 20, RUNS = 3 };
 #define A_ATTR     MARK(20) /* initialised, detached pthread attributes */
 #define A_THREADFN MARK(21) /* a thread body that returns at once */
 #define A_TOKSTR   MARK(22) /* a fresh "a=b&c=d..." string */
-#define A_MAX      22
+#define A_JMPBUF   MARK(23) /* a sigjmp_buf set in the measuring child */
+#define A_MAX      23
 #define N(x)       ((const void *)(uintptr_t)(x))
 
 typedef struct pcall {
@@ -212,6 +216,40 @@ static const pcall calls[] = {
     {"openat", {N(-100) /* AT_FDCWD */, "/dev/null", N(0)}, {0}, 0},
 };
 
+/* Functions that never return: each is measured in a child process on
+ * the shared painted region (the child ends inside the call; the parent
+ * reads the paint).  They format a message on the caller's stack first
+ * (errx, __assert_fail: through unbuffered stderr) or run atexit handlers
+ * and flush stdio (exit), so 0 would be no bound. */
+static const pcall noreturn_calls[] = {
+    {"abort", {NULL}, {0}, 0},
+    {"exit", {N(0)}, {0}, 0},
+    {"_exit", {N(0)}, {0}, 0},
+    {"_Exit", {N(0)}, {0}, 0},
+    {"quick_exit", {N(0)}, {0}, 0},
+    {"__assert_fail",
+     {"value == 0", "a-rather-long-file-name.c", N(4242), "function"},
+     {0},
+     0},
+    {"__assert_perror_fail",
+     {N(22), "a-rather-long-file-name.c", N(4242), "function"},
+     {0},
+     0},
+    {"__stack_chk_fail", {NULL}, {0}, 0},
+    {"__chk_fail", {NULL}, {0}, 0},
+    {"err", {N(3), FMT_BIG}, {1e300}, 1},
+    {"err", {N(3), FMT_INT, N(42), "str", N(0xbeef), N(-1L)}, {0}, 0},
+    {"errx", {N(3), FMT_BIG}, {1e300}, 1},
+    {"errx", {N(3), FMT_INT, N(42), "str", N(0xbeef), N(-1L)}, {0}, 0},
+    {"longjmp", {A_JMPBUF, N(1)}, {0}, 0},
+    {"_longjmp", {A_JMPBUF, N(1)}, {0}, 0},
+    {"siglongjmp", {A_JMPBUF, N(1)}, {0}, 0},
+    {"__longjmp_chk", {A_JMPBUF, N(1)}, {0}, 0},
+};
+
+/* The child's way back from a longjmp: set before the call. */
+static sigjmp_buf child_jb;
+
 /* Charged like the plain form they share their body with. */
 static const char *const alias[][2] = {
     {"vprintf", "printf"},
@@ -225,6 +263,8 @@ static const char *const alias[][2] = {
     {"__vprintf_chk", "__printf_chk"},
     {"vsscanf", "sscanf"},
     {"__isoc99_vsscanf", "sscanf"},
+    {"verr", "err"},
+    {"verrx", "errx"},
     {"localtime", "localtime_r"},
     {"gmtime", "gmtime_r"},
     {"__memcpy_chk", "memcpy"},
@@ -370,6 +410,7 @@ static uintptr_t resolve(ctx *c, const void *arg)
         pthread_attr_setdetachstate(&c->attr, PTHREAD_CREATE_DETACHED);
         return (uintptr_t)&c->attr;
     case 21: return (uintptr_t)thread_body;
+    case 23: return (uintptr_t)child_jb;
     case 22:
         snprintf(c->tok, sizeof c->tok, "name=widget&color=blue&size=3&note=a<b&x=y");
         return (uintptr_t)c->tok;
@@ -409,6 +450,41 @@ static long measure_call(ctx *c, const pcall *pc, const void *fn)
         c->slot[0] = NULL;
     }
     return worst;
+}
+
+/* Depth of a call that does not return: made in a child, on the region
+ * (shared with the child), with stdout and stderr on /dev/null and no core
+ * dump.  -1 when the child did not end inside the call. */
+static long measure_noreturn(ctx *c, const void *fn, const uintptr_t a[6],
+                             const double d[4], int nvec, uint8_t paint)
+{
+    memset(c->lo, paint, (size_t)(c->top - c->lo));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        struct rlimit rl = {0, 0};
+        setrlimit(RLIMIT_CORE, &rl);
+        dup2(c->fd, 1);
+        dup2(c->fd, 2);
+        signal(SIGABRT, SIG_DFL);
+        if (sigsetjmp(child_jb, 1))
+            _exit(0); /* a longjmp came back */
+        call_on(c->top, fn, a, d, nvec);
+        _exit(99); /* returned: not a noreturn function after all */
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 99)
+        return -1;
+    uint8_t *p = c->lo;
+    while (p < c->top && *p == paint)
+        p++;
+    if (p == c->lo)
+        return -1;
+    return c->top - p;
 }
 
 static volatile uintptr_t sig_uc;
@@ -481,14 +557,15 @@ int cmd_calibrate(const char *out, bool json)
     ctx c;
     memset(&c, 0, sizeof c);
     uint8_t *region = mmap(NULL, REGION, PROT_READ | PROT_WRITE,
-                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                           MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (region == MAP_FAILED) {
         msg_error("calibrate: cannot map a %d MiB test stack: %s", REGION >> 20,
                   strerror(errno));
         return EXIT_INPUT;
     }
     c.lo = region;
-    /* A page above the top: variadic and 7-argument functions (syscall)
+    /* Shared, so that a child measuring a noreturn function leaves its
+     * paint for us to read.  A page above the top: variadic and 7-argument functions (syscall)
      * read the caller's stack arguments there. */
     c.top = region + REGION - 4096;
     c.devnull = fopen("/dev/null", "w");
@@ -510,7 +587,8 @@ int cmd_calibrate(const char *out, bool json)
     dup2(c.fd, 1);
 
     size_t ncalls = sizeof calls / sizeof *calls, nrows = 0;
-    row *rows = xcalloc(ncalls + sizeof alias / sizeof *alias, sizeof *rows);
+    size_t nnoret = sizeof noreturn_calls / sizeof *noreturn_calls;
+    row *rows = xcalloc(ncalls + nnoret + sizeof alias / sizeof *alias, sizeof *rows);
     int missing = 0;
     for (size_t i = 0; i < ncalls; i++) {
         const void *fn = dlsym(RTLD_DEFAULT, calls[i].fn);
@@ -524,6 +602,31 @@ int cmd_calibrate(const char *out, bool json)
             ;
         if (k == nrows) {
             rows[nrows].name = calls[i].fn;
+            rows[nrows++].bytes = d;
+        } else if (d < 0 || (rows[k].bytes >= 0 && d > rows[k].bytes)) {
+            rows[k].bytes = d;
+        }
+    }
+    for (size_t i = 0; i < nnoret; i++) {
+        const pcall *pc = &noreturn_calls[i];
+        const void *fn = dlsym(RTLD_DEFAULT, pc->fn);
+        if (!fn) {
+            missing++;
+            continue;
+        }
+        long d = 0;
+        for (int run = 0; run < 2 && d >= 0; run++) {
+            uintptr_t a[6];
+            for (int j = 0; j < 6; j++)
+                a[j] = resolve(&c, pc->a[j]);
+            long x = measure_noreturn(&c, fn, a, pc->d, pc->nvec, run ? 0x5a : 0xa5);
+            d = x < 0 ? -1 : x > d ? x : d;
+        }
+        size_t k;
+        for (k = 0; k < nrows && strcmp(rows[k].name, pc->fn) != 0; k++)
+            ;
+        if (k == nrows) {
+            rows[nrows].name = pc->fn;
             rows[nrows++].bytes = d;
         } else if (d < 0 || (rows[k].bytes >= 0 && d > rows[k].bytes)) {
             rows[k].bytes = d;

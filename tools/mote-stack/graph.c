@@ -290,10 +290,10 @@ static int64_t ext_cost(walk *k, const char *name, int v, uint64_t at, bool *unk
             c = h->externs[i].bytes;
     if (c < 0)
         c = costs_lib(k->o->c, name);
-    /* abort, exit...: the process ends there; their own depth is not
-     * the task's concern. */
-    if (c < 0 && noreturn_name(name))
-        c = 0;
+    /* abort, exit, errx, __assert_fail... end the process, but on the
+     * task's stack: errx formats through unbuffered stderr (8 KiB), exit
+     * runs atexit handlers.  They are charged like any other library
+     * call (calibrate measures them), unknown when not in the table. */
     *unknown = c < 0;
     if (c < 0) {
         add_issue(k, WI_EXTERN, v, at, name);
