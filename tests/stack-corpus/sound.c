@@ -154,6 +154,27 @@ void e_assert(void *a)
     sink++;
 }
 
+/* qsort calls the comparator below its own frame: without a hint naming
+ * it the bound is incomplete, with one the comparator is charged. */
+static int cmp_big(const void *x, const void *y)
+{
+    volatile char b[6000];
+    fill(b, sizeof b);
+    return *(const int *)x - *(const int *)y + b[5] - b[5];
+}
+void e_qsort(void *a)
+{
+    int v[8] = {5, 3, 1, 7, 2, 8, 4, 6};
+    qsort(v, 8, sizeof v[0], cmp_big);
+    sink += v[(long)a & 7];
+}
+void e_qsort_nohint(void *a)
+{
+    int v[8] = {5, 3, 1, 7, 2, 8, 4, 6};
+    qsort(v, 8, sizeof v[0], cmp_big);
+    sink += v[(long)a & 7];
+}
+
 int main(void)
 {
     region =
@@ -164,6 +185,8 @@ int main(void)
     run("e_cyc", e_cyc, 16);
     run("e_allocacall", e_allocacall, 30000);
     run("e_errx", e_errx, 7);
+    run("e_qsort", e_qsort, 1);
+    run("e_qsort_nohint", e_qsort_nohint, 1);
     run("e_assert", e_assert, 7);
     return 0;
 }

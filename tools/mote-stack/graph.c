@@ -198,6 +198,7 @@ const char *issue_text(int what)
     case WI_DYNAMIC: return "dynamic frame (alloca/VLA)";
     case WI_UNDECODED: return "code that could not be followed";
     case WI_MIDDLE: return "call into the middle of a function";
+    case WI_CALLBACK: return "library function calling back into the program";
     default: return "?";
     }
 }
@@ -327,6 +328,50 @@ static void edge_add(walk *k, int v, int to, const char *ext, int64_t extcost,
     reach(k, to);
 }
 
+/* Library functions that call a function pointer they are given on the
+ * caller's stack (the comparator runs below qsort's own frame). */
+static bool calls_back(const char *name)
+{
+    static const char *const names[] = {
+        "qsort", "qsort_r", "bsearch",      "lfind",           "lsearch",   "tsearch",
+        "tfind", "tdelete", "twalk",        "twalk_r",         "tdestroy",  "ftw",
+        "ftw64", "nftw",    "nftw64",       "scandir",         "scandir64", "scandirat",
+        "glob",  "glob64",  "pthread_once", "dl_iterate_phdr", "call_once",
+    };
+    size_t n = strcspn(name, "@");
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strlen(names[i]) == n && strncmp(names[i], name, n) == 0)
+            return true;
+    return false;
+}
+
+static void edge_named(walk *k, int v, const char *name, int64_t charge, uint64_t at,
+                       bool tail);
+
+/* qsort and the like: the callback runs below the library function's
+ * frame.  The caller's `caller -> target` hints name the callbacks, each
+ * charged on top of the library function's cost; without hints the call
+ * is an unknown (the table's figure leaves the callback out). */
+static void callbacks(walk *k, int v, const char *name, int64_t cost, int64_t charge,
+                      uint64_t at)
+{
+    const hints *h = k->o->h;
+    bool any = false;
+    for (size_t i = 0; h && i < h->nedges; i++) {
+        if (k->hint_caller[i] != v)
+            continue;
+        any = true;
+        if (k->hint_target[i] >= 0)
+            edge_add(k, v, k->hint_target[i], NULL, 0, charge + cost, at, false);
+        else if (!calls_back(h->edges[i].target))
+            edge_named(k, v, h->edges[i].target, charge + cost, at, false);
+    }
+    if (!any) {
+        k->flags[v] |= W_UNKNOWN;
+        add_issue(k, WI_CALLBACK, v, at, name);
+    }
+}
+
 static void edge_named(walk *k, int v, const char *name, int64_t charge, uint64_t at,
                        bool tail)
 {
@@ -340,6 +385,8 @@ static void edge_named(walk *k, int v, const char *name, int64_t charge, uint64_
     if (unknown)
         k->flags[v] |= W_UNKNOWN;
     edge_add(k, v, -1, name, c, charge, at, tail);
+    if (calls_back(name))
+        callbacks(k, v, name, c, charge, at);
 }
 
 /* v's own depth, issues and outgoing edges (hints included). */

@@ -65,6 +65,7 @@ enum {
     WI_UNDECODED,
     WI_MIDDLE,
     WI_SWITCH,
+    WI_CALLBACK, /* a library function that calls back (qsort's comparator) */
 };
 
 typedef struct wstep {
