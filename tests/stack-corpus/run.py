@@ -514,7 +514,8 @@ def mode_live(tool, src, work, ccs, include, motelib):
 
 # Entries of sound.c whose bound must be complete (with sound.hints): the
 # test is only meaningful if the tool claims a bound for them.
-SOUND_COMPLETE = {"e_mem", "e_cyc", "e_allocacall", "e_errx", "e_assert", "e_qsort"}
+SOUND_COMPLETE = {"e_mem", "e_cyc", "e_allocacall", "e_errx", "e_assert", "e_qsort",
+                  "e_fprintf_stderr", "e_sscanf"}
 
 
 def mode_sound(tool, src, work, cc):
@@ -581,14 +582,28 @@ def mode_story(tool, fat, fixed, hints):
         print("%s: bound %d, stack_size %d, path %s" % (name, e[0]["bound"], e[0]["stack_size"],
                                                         " > ".join(s["name"] for s in e[0]["path"])))
     fat_path = [s["name"] for s in res["fat"]["path"]]
-    if "render_template" not in fat_path:
-        fail("the fat render_template is not on the deepest path: %s" % fat_path)
-    rt = [s for s in res["fat"]["path"] if s["name"] == "render_template"][0]
-    if not 2600 <= rt["frame"] <= 2900:
-        fail("render_template frame %d, expected ~2.6 KB" % rt["frame"])
-    if not res["fixed"]["bound"] < res["fat"]["bound"]:
-        fail("the fix does not lower the bound")
     fixed_path = [s["name"] for s in res["fixed"]["path"]]
+    # mote's own parking path can reach an fprintf to stderr (freeze.c's
+    # "cannot thaw" message), which formats through an 8 KiB stack buffer:
+    # it can be deeper than the handler's own path.  The story is the
+    # handler's: then it is read from render_template's own bound.
+    runtime_deepest = "render_template" not in fat_path and any(n.startswith("mote_") for n in fat_path)
+    if "render_template" not in fat_path and not runtime_deepest:
+        fail("the fat render_template is not on the deepest path: %s" % fat_path)
+    rts = {}
+    for name, exe in (("fat", fat), ("fixed", fixed)):
+        byname, _ = frames_by_name(tool, exe)
+        rts[name] = byname["render_template"]["frame"]
+    if not 2600 <= rts["fat"] <= 2900:
+        fail("render_template frame %d, expected ~2.6 KB" % rts["fat"])
+    if runtime_deepest:
+        print("note: the fat binary's deepest path is mote's own (%s)" % " > ".join(fat_path[-4:]))
+        if not rts["fixed"] < rts["fat"]:
+            fail("the fix does not shrink render_template: %d -> %d" % (rts["fat"], rts["fixed"]))
+        if res["fixed"]["bound"] > res["fat"]["bound"]:
+            fail("the fix raises the bound")
+    elif not res["fixed"]["bound"] < res["fat"]["bound"]:
+        fail("the fix does not lower the bound")
     if res["fixed"]["stack_size"] > res["fat"]["stack_size"]:
         fail("recommended stack_size grows: %d -> %d" % (res["fat"]["stack_size"], res["fixed"]["stack_size"]))
     elif res["fixed"]["stack_size"] == res["fat"]["stack_size"]:

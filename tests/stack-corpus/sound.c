@@ -175,6 +175,19 @@ void e_qsort_nohint(void *a)
     sink += v[(long)a & 7];
 }
 
+/* fprintf to an unbuffered stream formats into an 8 KiB buffer on the
+ * stack (glibc's buffered_vfprintf); sscanf of a number longer than its
+ * scratch buffer goes deeper than of a short one. */
+void e_fprintf_stderr(void *a) { fprintf(stderr, "x %d %.400f\n", (int)(long)a, 1e300); }
+static char longnum[6000];
+volatile double dsink;
+void e_sscanf(void *a)
+{
+    double d = 0;
+    sscanf(longnum + (long)a, "%lf", &d);
+    dsink += d;
+}
+
 int main(void)
 {
     region =
@@ -185,6 +198,12 @@ int main(void)
     run("e_cyc", e_cyc, 16);
     run("e_allocacall", e_allocacall, 30000);
     run("e_errx", e_errx, 7);
+    run("e_fprintf_stderr", e_fprintf_stderr, 1);
+    strcpy(longnum, "0.");
+    for (int i = 2; i < 5000; i++)
+        longnum[i] = (char)('0' + (i * 7) % 10);
+    strcat(longnum, "e-300");
+    run("e_sscanf", e_sscanf, 0);
     run("e_qsort", e_qsort, 1);
     run("e_qsort_nohint", e_qsort_nohint, 1);
     run("e_assert", e_assert, 7);

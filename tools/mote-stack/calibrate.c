@@ -6,9 +6,10 @@
  * its top, the function is called directly from inline assembly (so no C
  * frame of ours sits in between), and the lowest byte that no longer holds
  * the pattern gives the depth, counted from %rsp before the call exactly
- * like frames.h.  Each call runs three times under two patterns (a byte the
- * callee happens to write with the pattern's value would hide a few bytes);
- * the first run includes one-time initialisation (stdio buffers, malloc's
+ * like frames.h.  Each call runs under two patterns (a byte the callee
+ * happens to write with the pattern's value would hide a few bytes) at
+ * each of the four 16-byte alignments of %rsp in 64 bytes (a function that
+ * realigns its frame goes deeper at some); the first run includes one-time initialisation (stdio buffers, malloc's
  * arena, the time zone), which a task can hit too, so the maximum is kept.
  *
  * Library functions are called through the address dlsym gives (the IFUNC
@@ -45,7 +46,7 @@
 #define AT_MINSIGSTKSZ 51
 #endif
 
-enum { REGION = 2 << 20, RUNS = 3 };
+enum { REGION = 2 << 20, RUNS = 8 }; /* runs per call: 2 patterns x 4 alignments */
 
 /* Arguments that only exist at run time: markers no real argument has. */
 #define MARK(k)    ((const void *)(uintptr_t)(0x7eed0000u + (k)))
@@ -72,7 +73,10 @@ enum { REGION = 2 << 20, RUNS = 3 };
 #define A_THREADFN MARK(21) /* a thread body that returns at once */
 #define A_TOKSTR   MARK(22) /* a fresh "a=b&c=d..." string */
 #define A_JMPBUF   MARK(23) /* a sigjmp_buf set in the measuring child */
-#define A_MAX      23
+#define A_UFILE    MARK(24) /* an unbuffered FILE* on /dev/null, like stderr */
+#define A_LONGNUM  MARK(25) /* a 60000-digit decimal number */
+#define A_MIDNUM   MARK(26) /* the same cut to 5000 digits */
+#define A_MAX      26
 #define N(x)       ((const void *)(uintptr_t)(x))
 
 typedef struct pcall {
@@ -109,6 +113,14 @@ static const pcall calls[] = {
     {"__printf_chk", {N(1), FMT_INT, N(42), "str", N(0xbeef), N(-1L)}, {0}, 0},
     {"__printf_chk", {N(1), FMT_BIG}, {1e300}, 1},
     {"__fprintf_chk", {A_FILE, N(1), FMT_BIG}, {1e300}, 1},
+    /* An unbuffered stream (stderr) formats into an 8 KiB buffer on the
+     * stack first (glibc's buffered_vfprintf): the deeper case. */
+    {"fprintf", {A_UFILE, FMT_INT, N(42), "str", N(0xbeef), N(-1L)}, {0}, 0},
+    {"fprintf", {A_UFILE, FMT_BIG}, {1e300}, 1},
+    {"__fprintf_chk", {A_UFILE, N(1), FMT_BIG}, {1e300}, 1},
+    {"fputs", {"a line\n", A_UFILE}, {0}, 0},
+    {"fwrite", {A_BUF, N(1), N(8192), A_UFILE}, {0}, 0},
+    {"fputc", {N('x'), A_UFILE}, {0}, 0},
     {"__sprintf_chk", {A_BUF, N(1), N(65536), FMT_BIG}, {1e300}, 1},
     {"__snprintf_chk", {A_BUF, N(4096), N(1), N(65536), FMT_BIG}, {1e300}, 1},
     {"puts", {"a line"}, {0}, 0},
@@ -156,6 +168,13 @@ static const pcall calls[] = {
     {"atof", {"2.718281828459045235360287"}, {0}, 0},
     {"sscanf", {"42 word 3.5", "%d %15s %lf", A_SLOT, A_BUF, A_BUF2}, {0}, 0},
     {"__isoc99_sscanf", {"42 word 3.5", "%d %15s %lf", A_SLOT, A_BUF, A_BUF2}, {0}, 0},
+    /* A number longer than scanf's on-stack scratch buffer. */
+    {"sscanf", {A_LONGNUM, "%lf", A_SLOT}, {0}, 0},
+    {"__isoc99_sscanf", {A_LONGNUM, "%lf", A_SLOT}, {0}, 0},
+    {"strtod", {A_LONGNUM, NULL}, {0}, 0},
+    {"sscanf", {A_MIDNUM, "%lf", A_SLOT}, {0}, 0},
+    {"__isoc99_sscanf", {A_MIDNUM, "%lf", A_SLOT}, {0}, 0},
+    {"strtod", {A_MIDNUM, NULL}, {0}, 0},
     {"qsort", {A_INTS, N(1000), N(sizeof(int)), A_CMP}, {0}, 0},
     {"time", {NULL}, {0}, 0},
     {"clock_gettime", {N(CLOCK_MONOTONIC), A_BUF}, {0}, 0},
@@ -343,7 +362,8 @@ static void call_on(void *top, const void *fn, const uintptr_t a[6], const doubl
 
 typedef struct ctx {
     uint8_t *lo, *top;
-    FILE *devnull;
+    FILE *devnull, *unbuffered;
+    char *longnum, *midnum;
     int fd;
     char *buf, *buf2, *longstr;
     void *slot[4];
@@ -411,6 +431,9 @@ static uintptr_t resolve(ctx *c, const void *arg)
         return (uintptr_t)&c->attr;
     case 21: return (uintptr_t)thread_body;
     case 23: return (uintptr_t)child_jb;
+    case 24: return (uintptr_t)c->unbuffered;
+    case 25: return (uintptr_t)c->longnum;
+    case 26: return (uintptr_t)c->midnum;
     case 22:
         snprintf(c->tok, sizeof c->tok, "name=widget&color=blue&size=3&note=a<b&x=y");
         return (uintptr_t)c->tok;
@@ -419,45 +442,32 @@ static uintptr_t resolve(ctx *c, const void *arg)
     }
 }
 
-/* Depth of one call: the lowest byte that lost the paint. */
+/* Depth of one call made off bytes (a multiple of 16) below the top: the
+ * lowest byte that lost the paint. */
 static long measure(ctx *c, const void *fn, const uintptr_t a[6], const double d[4],
-                    int nvec, uint8_t paint)
+                    int nvec, uint8_t paint, size_t off)
 {
+    uint8_t *top = c->top - off;
     memset(c->lo, paint, (size_t)(c->top - c->lo));
-    call_on(c->top, fn, a, d, nvec);
+    call_on(top, fn, a, d, nvec);
     uint8_t *p = c->lo;
-    while (p < c->top && *p == paint)
+    while (p < top && *p == paint)
         p++;
     if (p == c->lo)
         return -1; /* used all 2 MiB: not measurable here */
-    return c->top - p;
+    return top - p;
 }
 
-static long measure_call(ctx *c, const pcall *pc, const void *fn)
+/* Depth of a call made in a child process, off bytes below the top of the
+ * region (shared with the child), with stdout and stderr on /dev/null and
+ * no core dump.  The parent never makes the call itself, so every child
+ * meets the function's first-call work (a scratch buffer's first malloc,
+ * stdio's buffer) at every alignment.  noret: the call must end the
+ * process; -1 when it returned, or did not end inside the call. */
+static long measure_child(ctx *c, const void *fn, const uintptr_t a[6], const double d[4],
+                          int nvec, uint8_t paint, size_t off, bool noret)
 {
-    long worst = 0;
-    for (int run = 0; run < RUNS * 2; run++) {
-        uintptr_t a[6];
-        for (int i = 0; i < 6; i++)
-            a[i] = resolve(c, pc->a[i]);
-        long d = measure(c, fn, a, pc->d, pc->nvec, run & 1 ? 0x5a : 0xa5);
-        if (d < 0)
-            return -1;
-        if (d > worst)
-            worst = d;
-        if (strcmp(pc->fn, "posix_memalign") == 0)
-            free(c->slot[0]);
-        c->slot[0] = NULL;
-    }
-    return worst;
-}
-
-/* Depth of a call that does not return: made in a child, on the region
- * (shared with the child), with stdout and stderr on /dev/null and no core
- * dump.  -1 when the child did not end inside the call. */
-static long measure_noreturn(ctx *c, const void *fn, const uintptr_t a[6],
-                             const double d[4], int nvec, uint8_t paint)
-{
+    uint8_t *top = c->top - off;
     memset(c->lo, paint, (size_t)(c->top - c->lo));
     fflush(NULL);
     pid_t pid = fork();
@@ -471,20 +481,44 @@ static long measure_noreturn(ctx *c, const void *fn, const uintptr_t a[6],
         signal(SIGABRT, SIG_DFL);
         if (sigsetjmp(child_jb, 1))
             _exit(0); /* a longjmp came back */
-        call_on(c->top, fn, a, d, nvec);
-        _exit(99); /* returned: not a noreturn function after all */
+        call_on(top, fn, a, d, nvec);
+        _exit(noret ? 99 : 0);
     }
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 99)
+    if (!noret && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+        return -1;
+    if (noret && WIFEXITED(st) && WEXITSTATUS(st) == 99)
         return -1;
     uint8_t *p = c->lo;
-    while (p < c->top && *p == paint)
+    while (p < top && *p == paint)
         p++;
     if (p == c->lo)
         return -1;
-    return c->top - p;
+    return top - p;
+}
+
+static long measure_call(ctx *c, const pcall *pc, const void *fn, bool noret)
+{
+    long worst = 0;
+    /* Functions that realign their frame (and rsp,-64) go deeper or not
+     * by where the caller's %rsp sits in 64 bytes: every 16-byte step. */
+    for (int run = 0; run < RUNS; run++) {
+        uintptr_t a[6];
+        for (int i = 0; i < 6; i++)
+            a[i] = resolve(c, pc->a[i]);
+        long d = measure_child(c, fn, a, pc->d, pc->nvec, run & 1 ? 0x5a : 0xa5,
+                               (size_t)(run / 2 % 4) * 16, noret);
+        if (strcmp(pc->fn, "posix_memalign") == 0)
+            free(c->slot[0]);
+        c->slot[0] = NULL;
+        if (d < 0)
+            return -1;
+        if (d > worst)
+            worst = d;
+    }
+    return worst;
 }
 
 static volatile uintptr_t sig_uc;
@@ -575,9 +609,20 @@ int cmd_calibrate(const char *out, bool json)
     c.longstr = xmalloc(60001);
     memset(c.longstr, 'a', 60000);
     c.longstr[60000] = 0;
+    c.longnum = xmalloc(60016);
+    strcpy(c.longnum, "0.");
+    for (int i = 2; i < 60000; i++)
+        c.longnum[i] = (char)('0' + (i * 7) % 10);
+    strcpy(c.longnum + 60000, "e-300");
+    c.midnum = xmalloc(5016);
+    memcpy(c.midnum, c.longnum, 5000);
+    strcpy(c.midnum + 5000, "e-300");
+    c.unbuffered = fopen("/dev/null", "w");
+    if (c.unbuffered)
+        setvbuf(c.unbuffered, NULL, _IONBF, 0);
     c.now = time(NULL);
     pthread_mutex_init(&c.mutex, NULL);
-    if (!c.devnull || c.fd < 0) {
+    if (!c.devnull || !c.unbuffered || c.fd < 0) {
         msg_error("calibrate: cannot open /dev/null");
         return EXIT_INPUT;
     }
@@ -590,13 +635,20 @@ int cmd_calibrate(const char *out, bool json)
     size_t nnoret = sizeof noreturn_calls / sizeof *noreturn_calls;
     row *rows = xcalloc(ncalls + nnoret + sizeof alias / sizeof *alias, sizeof *rows);
     int missing = 0;
-    for (size_t i = 0; i < ncalls; i++) {
+    /* Two passes: stdout buffered, then unbuffered (as a program may set
+     * it), where printf and puts take buffered_vfprintf's 8 KiB. */
+    for (size_t pass = 0; pass < 2 * ncalls; pass++) {
+        size_t i = pass % ncalls;
+        if (pass == ncalls) {
+            fflush(stdout);
+            setvbuf(stdout, NULL, _IONBF, 0);
+        }
         const void *fn = dlsym(RTLD_DEFAULT, calls[i].fn);
         if (!fn) {
-            missing++;
+            missing += pass < ncalls;
             continue;
         }
-        long d = measure_call(&c, &calls[i], fn);
+        long d = measure_call(&c, &calls[i], fn, false);
         size_t k;
         for (k = 0; k < nrows && strcmp(rows[k].name, calls[i].fn) != 0; k++)
             ;
@@ -614,14 +666,7 @@ int cmd_calibrate(const char *out, bool json)
             missing++;
             continue;
         }
-        long d = 0;
-        for (int run = 0; run < 2 && d >= 0; run++) {
-            uintptr_t a[6];
-            for (int j = 0; j < 6; j++)
-                a[j] = resolve(&c, pc->a[j]);
-            long x = measure_noreturn(&c, fn, a, pc->d, pc->nvec, run ? 0x5a : 0xa5);
-            d = x < 0 ? -1 : x > d ? x : d;
-        }
+        long d = measure_call(&c, pc, fn, true);
         size_t k;
         for (k = 0; k < nrows && strcmp(rows[k].name, pc->fn) != 0; k++)
             ;
@@ -631,6 +676,20 @@ int cmd_calibrate(const char *out, bool json)
         } else if (d < 0 || (rows[k].bytes >= 0 && d > rows[k].bytes)) {
             rows[k].bytes = d;
         }
+    }
+    /* The C99 and the old scanf share the work, yet measure apart (the
+     * long-number path shows in one only): charge both the larger. */
+    static const char *const same[][2] = {{"__isoc99_sscanf", "sscanf"}};
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++) {
+        row *x = NULL, *y = NULL;
+        for (size_t k = 0; k < nrows; k++) {
+            if (strcmp(rows[k].name, same[i][0]) == 0)
+                x = &rows[k];
+            if (strcmp(rows[k].name, same[i][1]) == 0)
+                y = &rows[k];
+        }
+        if (x && y && x->bytes >= 0 && y->bytes >= 0)
+            x->bytes = y->bytes = x->bytes > y->bytes ? x->bytes : y->bytes;
     }
     size_t measured = nrows;
     for (size_t i = 0; i < sizeof alias / sizeof *alias; i++)
@@ -649,8 +708,10 @@ int cmd_calibrate(const char *out, bool json)
     uintptr_t noargs[6] = {0};
     double nod[4] = {0};
     for (size_t i = 0; i < 4; i++) {
-        long first = measure(&c, (const void *)stubs[i], noargs, nod, 0, 0xa5);
-        long second = measure(&c, (const void *)stubs[i], noargs, nod, 0, 0xa5);
+        /* Each stub binds once: the four at four alignments (the
+         * resolver's xsave area is 64-byte aligned). */
+        long first = measure(&c, (const void *)stubs[i], noargs, nod, 0, 0xa5, i * 16);
+        long second = measure(&c, (const void *)stubs[i], noargs, nod, 0, 0xa5, i * 16);
         if (first > second + 256 && first > lazy)
             lazy = first;
     }
@@ -744,7 +805,10 @@ int cmd_calibrate(const char *out, bool json)
         msg_warn("calibrate: %d calls skipped (not found by dlsym)", missing);
     munmap(region, REGION);
     fclose(c.devnull);
+    fclose(c.unbuffered);
     close(c.fd);
+    free(c.longnum);
+    free(c.midnum);
     free(c.buf);
     free(c.buf2);
     free(c.longstr);
