@@ -468,6 +468,19 @@ def mode_spawn(tool, src, work, cc, include, motelib):
         if other["stack_size"] < 8192 or other["stack_size"] & (other["stack_size"] - 1):
             fail("%s: stack_size %d is no power of two >= 8 KiB" % (name, other["stack_size"]))
         print("%s: entries %s" % (name, sorted(got)))
+    # fp = cond ? cond_small : cond_big; mote_go(fp): two ways with two
+    # constants.  Listing one as the only entry would size the other's
+    # stack by the wrong function.
+    for opt in ("-O0", "-O2"):
+        exe = os.path.join(work, "spawn_cond" + opt)
+        sh([cc, opt, "-g", "-I", include, os.path.join(src, "spawn_cond.c"), motelib, "-o", exe,
+            "-lpthread"])
+        d = tool_json(tool, "worst", exe)
+        got = {e["name"] for e in d["entries"]}
+        if not d["unresolved_spawns"] and not {"cond_small", "cond_big"} <= got:
+            fail("spawn_cond %s: entries %s and no unresolved spawn" % (opt, sorted(got)))
+        else:
+            print("spawn_cond %s: entries %s, unresolved %d" % (opt, sorted(got), len(d["unresolved_spawns"])))
     return 0
 
 

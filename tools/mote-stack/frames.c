@@ -96,6 +96,14 @@ typedef struct state {
     uint8_t tbl_age;  /* instructions since a table-indexed load */
 } state;
 
+/* The constants of a state (registers, then stack slots): mask bit i set
+ * when value i is a known constant. */
+typedef struct cstate {
+    uint32_t mask;
+    int64_t v[16 + NSLOTS];
+    int64_t at[NSLOTS];
+} cstate;
+
 typedef struct range {
     uint64_t lo, hi;
     int32_t *map; /* byte offset -> insn index, -1 */
@@ -120,6 +128,8 @@ struct analyzer {
     int nrg;
     insn *ins;
     size_t nins, capins;
+    cstate *cst; /* per insn: the constants every way in so far agrees on */
+    size_t capcst;
     work *wl;
     size_t nwl, capwl;
     frame *cur;
@@ -271,6 +281,7 @@ void analyzer_free(analyzer *a)
     free(a->fr);
     free(a->calls);
     free(a->ins);
+    free(a->cst);
     free(a->wl);
     free(a);
 }
@@ -543,9 +554,32 @@ static void push_work(analyzer *a, uint64_t addr, const state *s)
     w->s = *s;
 }
 
+/* A call reached again (a deeper %rsp, or conflicting constants) is one
+ * call site: the deeper depth, and %rdi known only if every way agrees. */
+static callsite *merge_call(analyzer *a, const insn *I, const state *s, int kind)
+{
+    for (size_t i = a->cur->first_call; i < a->ncalls; i++) {
+        callsite *c = &a->calls[i];
+        if (c->at != I->addr || c->kind != kind)
+            continue;
+        int32_t d = s->r[RSP].k == K_SP ? (int32_t)s->r[RSP].v : -1;
+        if (d < 0 || c->depth < 0)
+            c->depth = -1;
+        else if (d > c->depth)
+            c->depth = d;
+        if (s->r[RDI].k != K_CONST || (uint64_t)s->r[RDI].v != c->arg0)
+            c->arg0_known = 0;
+        return c;
+    }
+    return NULL;
+}
+
 static callsite *add_call(analyzer *a, const insn *I, const state *s, int kind)
 {
-    callsite *c = VEC_PUSH(a->calls, a->ncalls, a->capcalls);
+    callsite *c = merge_call(a, I, s, kind);
+    if (c)
+        return c;
+    c = VEC_PUSH(a->calls, a->ncalls, a->capcalls);
     memset(c, 0, sizeof *c);
     c->at = I->addr;
     c->next = I->addr + I->len;
@@ -654,6 +688,52 @@ static int64_t slot_addr(const state *s, const insn *I)
     return d > 0 ? d : 0;
 }
 
+static const rv *const_val(const state *s, int i)
+{
+    return i < 16 ? &s->r[i] : &s->slot_v[i - 16];
+}
+
+static void const_snap(const state *s, cstate *c)
+{
+    c->mask = 0;
+    for (int i = 0; i < 16 + NSLOTS; i++) {
+        const rv *v = const_val(s, i);
+        if (v->k != K_CONST)
+            continue;
+        c->mask |= 1u << i;
+        c->v[i] = v->v;
+        if (i >= 16)
+            c->at[i - 16] = s->slot_at[i - 16];
+    }
+}
+
+/* Another way into an analysed instruction: true when it disagrees with a
+ * constant every earlier way had (a `cond ? f : g` passed to mote_go).
+ * Then c keeps only the constants both agree on, s forgets the others and
+ * is followed once more, so no call keeps one way's %rdi as the only one.
+ * The masks only shrink, so this ends. */
+static bool const_meet(cstate *c, state *s)
+{
+    uint32_t keep = 0;
+    for (int i = 0; i < 16 + NSLOTS; i++) {
+        if (!(c->mask & (1u << i)))
+            continue;
+        const rv *v = const_val(s, i);
+        if (v->k == K_CONST && v->v == c->v[i] &&
+            (i < 16 || s->slot_at[i - 16] == c->at[i - 16]))
+            keep |= 1u << i;
+    }
+    if (keep == c->mask)
+        return false;
+    c->mask = keep;
+    for (int i = 0; i < 16 + NSLOTS; i++) {
+        rv *v = i < 16 ? &s->r[i] : &s->slot_v[i - 16];
+        if (v->k == K_CONST && !(keep & (1u << i)))
+            *v = rv_unk();
+    }
+    return true;
+}
+
 /* Follows one path from addr until it ends or joins analysed code. */
 static void run_path(analyzer *a, uint64_t addr, state s)
 {
@@ -667,7 +747,14 @@ static void run_path(analyzer *a, uint64_t addr, state s)
         }
         insn *I = &a->ins[idx];
         int32_t key = s.r[RSP].k == K_SP ? (int32_t)s.r[RSP].v : SEEN_DYN;
-        if (I->seen != SEEN_NONE) {
+        if (a->capcst < a->nins) {
+            a->capcst = a->nins * 2;
+            a->cst = xrealloc(a->cst, a->capcst * sizeof *a->cst);
+        }
+        cstate *cs = &a->cst[idx];
+        if (I->seen == SEEN_NONE) {
+            const_snap(&s, cs);
+        } else if (!const_meet(cs, &s)) {
             if (I->seen == key)
                 return;
             if (key != SEEN_DYN && I->seen != SEEN_DYN && key < I->seen)
