@@ -337,6 +337,16 @@ def mode_errors(tool, src, work):
     r = run([tool, "frames", exe, "--json"])
     if r.returncode != 0 or not json.loads(r.stdout)["frames"]:
         fail("frames on the good binary failed")
+    # Frame arithmetic at its edges: enter's size is unsigned, and frames
+    # of 1 GiB or more are unknowns, not wrapped to a few bytes.
+    ab = os.path.join(work, "absurd")
+    sh([cc, "-nostdlib", "-static", "-no-pie", os.path.join(src, "absurd.S"), "-o", ab, "-Wl,-e,main"])
+    fr = {f["name"]: f for f in tool_json(tool, "frames", ab)["frames"]}
+    if fr["ab_enter"]["frame"] != 0x9000 + 16:
+        fail("enter 0x9000,0: frame %d, want %d" % (fr["ab_enter"]["frame"], 0x9000 + 16))
+    for fn in ("ab_sub", "ab_sub2", "ab_huge"):
+        if "unknown" not in fr[fn]["flags"]:
+            fail("%s: a >= 1 GiB frame not flagged unknown: %s" % (fn, fr[fn]))
     return 0
 
 

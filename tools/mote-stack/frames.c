@@ -35,6 +35,14 @@
 
 enum { RAX, RCX, RDX, RBX, RSP, RBP, RSI, RDI, R8, R9, R10, R11, RIP = 16 };
 enum { VISITS_MAX = 4, TBL_AGE_MAX = 10, MAX_RANGES = 8 };
+/* No real frame is this deep (a task stack is far smaller): a %rsp beyond
+ * it is the analysis losing track (or hostile code), flagged unknown, and
+ * it keeps every depth within 32 bits. */
+#define FRAME_MAX ((int64_t)1 << 30)
+
+/* Address arithmetic as the machine does it: modular, never a signed
+ * overflow in C. */
+static int64_t wadd(int64_t x, int64_t y) { return (int64_t)((uint64_t)x + (uint64_t)y); }
 #define SEEN_NONE INT32_MIN
 #define SEEN_DYN  (INT32_MIN + 1)
 
@@ -117,6 +125,7 @@ typedef struct work {
 
 struct analyzer {
     elfbin *b;
+    uint64_t at_now; /* the instruction being analysed */
     csh cs;
     cs_insn *ci;
     frame *fr;
@@ -489,8 +498,9 @@ static void fill(insn *I, const cs_insn *c)
     case X86_INS_LEAVE: I->op = OP_LEAVE; return;
     case X86_INS_ENTER:
         I->op = OP_ENTER;
-        I->imm = o0 ? o0->imm : 0;
-        I->disp = o1 ? o1->imm : 0;
+        /* imm16 and imm8, unsigned (capstone may sign-extend them) */
+        I->imm = o0 ? (o0->imm & 0xffff) : 0;
+        I->disp = o1 ? (o1->imm & 0xff) : 0;
         return;
     default: break;
     }
@@ -532,8 +542,14 @@ static long decode_at(analyzer *a, uint64_t addr)
 
 /* ---- the flow analysis ------------------------------------------------------ */
 
-static void note_depth(analyzer *a, int32_t d)
+static void note_depth(analyzer *a, int64_t d)
 {
+    if (d > FRAME_MAX) {
+        a->cur->flags |= FR_UNKNOWN;
+        if (!a->cur->bad_at)
+            a->cur->bad_at = a->at_now;
+        return;
+    }
     if (d > a->cur->frame)
         a->cur->frame = d;
     if (d > a->cur->depth)
@@ -684,7 +700,7 @@ static int64_t slot_addr(const state *s, const insn *I)
     rv b = s->r[I->mbase];
     if (b.k != K_SP)
         return 0;
-    int64_t d = b.v - I->disp;
+    int64_t d = (int64_t)((uint64_t)b.v - (uint64_t)I->disp);
     return d > 0 ? d : 0;
 }
 
@@ -746,6 +762,11 @@ static void run_path(analyzer *a, uint64_t addr, state s)
             return;
         }
         insn *I = &a->ins[idx];
+        a->at_now = addr;
+        if (s.r[RSP].k == K_SP && (s.r[RSP].v > FRAME_MAX || s.r[RSP].v < -FRAME_MAX)) {
+            flag(a, FR_UNKNOWN, addr); /* an absurd frame: not followed */
+            return;
+        }
         int32_t key = s.r[RSP].k == K_SP ? (int32_t)s.r[RSP].v : SEEN_DYN;
         if (a->capcst < a->nins) {
             a->capcst = a->nins * 2;
@@ -787,7 +808,7 @@ static void run_path(analyzer *a, uint64_t addr, state s)
         if (I->has_mem && I->mbase >= 0 && I->mbase < 16 && I->mindex < 0) {
             rv base = s.r[I->mbase];
             if (base.k == K_SP) {
-                int64_t acc = base.v - I->disp;
+                int64_t acc = (int64_t)((uint64_t)base.v - (uint64_t)I->disp);
                 if (acc > a->cur->depth && acc < (1 << 30))
                     a->cur->depth = (int32_t)acc;
                 if (sp->k == K_SP && acc > sp->v) {
@@ -804,11 +825,11 @@ static void run_path(analyzer *a, uint64_t addr, state s)
         case OP_NOP: break;
         case OP_PUSH:
             if (sp->k == K_SP)
-                sp->v += I->imm;
+                sp->v = wadd(sp->v, I->imm);
             break;
         case OP_POP:
             if (sp->k == K_SP)
-                sp->v -= I->imm;
+                sp->v = wadd(sp->v, (int64_t)(0 - (uint64_t)I->imm));
             if (r0 == RSP) {
                 go = set_rsp(a, &s, rv_unk(), I);
             } else if (r0 >= 0 && r0 < 16) {
@@ -817,14 +838,15 @@ static void run_path(analyzer *a, uint64_t addr, state s)
             break;
         case OP_SUB_IMM:
         case OP_ADD_IMM: {
-            int64_t delta = I->op == OP_SUB_IMM ? I->imm : -I->imm;
+            uint64_t delta =
+                I->op == OP_SUB_IMM ? (uint64_t)I->imm : 0 - (uint64_t)I->imm;
             if (r0 < 0 || r0 >= 16)
                 break;
             rv *d = &s.r[r0];
             if (d->k == K_SP)
-                d->v += delta;
+                d->v = (int64_t)((uint64_t)d->v + delta);
             else if (d->k == K_CONST)
-                d->v -= delta;
+                d->v = (int64_t)((uint64_t)d->v - delta);
             break;
         }
         case OP_SUB_REG:
@@ -875,9 +897,9 @@ static void run_path(analyzer *a, uint64_t addr, state s)
                 if (I->mindex >= 0)
                     v = b.k == K_SP || b.k == K_DYN ? rv_dyn() : rv_unk();
                 else if (b.k == K_SP)
-                    v = rv_sp(b.v - I->disp);
+                    v = rv_sp((int64_t)((uint64_t)b.v - (uint64_t)I->disp));
                 else if (b.k == K_CONST)
-                    v = rv_const(b.v + I->disp);
+                    v = rv_const(wadd(b.v, I->disp));
                 else if (b.k == K_DYN)
                     v = rv_dyn();
             }
@@ -950,7 +972,7 @@ static void run_path(analyzer *a, uint64_t addr, state s)
         case OP_LEAVE: {
             rv fp = s.r[RBP];
             if (fp.k == K_SP) {
-                *sp = rv_sp(fp.v - 8);
+                *sp = rv_sp(wadd(fp.v, -8));
             } else if (fp.k == K_DYN) {
                 *sp = rv_dyn();
             } else {
@@ -962,16 +984,16 @@ static void run_path(analyzer *a, uint64_t addr, state s)
         }
         case OP_ENTER:
             if (sp->k == K_SP) {
-                sp->v += 8;
+                sp->v = wadd(sp->v, 8);
                 s.r[RBP] = rv_sp(sp->v);
-                sp->v += I->imm + 8 * (I->disp & 31);
+                sp->v = wadd(sp->v, I->imm + 8 * (I->disp & 31));
             } else {
                 s.r[RBP] = rv_dyn();
             }
             break;
         case OP_CALL: {
             if (sp->k == K_SP)
-                note_depth(a, (int32_t)sp->v);
+                note_depth(a, sp->v);
             const char *ext = NULL;
             int kind = CS_ICALL;
             uint64_t t = 0;
@@ -1051,7 +1073,7 @@ static void run_path(analyzer *a, uint64_t addr, state s)
                     flag(a, FR_DYNAMIC, addr);
                 }
                 if (t.r[RSP].k == K_SP)
-                    note_depth(a, (int32_t)t.r[RSP].v);
+                    note_depth(a, t.r[RSP].v);
                 if (I->target <= addr) {
                     s = t; /* only the exit */
                 } else if (I->is_je) {
@@ -1088,7 +1110,7 @@ static void run_path(analyzer *a, uint64_t addr, state s)
         if (r0 == RBP && s.r[RBP].k == K_SP && a->fp_depth < 0)
             a->fp_depth = (int32_t)s.r[RBP].v;
         if (sp->k == K_SP)
-            note_depth(a, (int32_t)sp->v);
+            note_depth(a, sp->v);
         if (!go)
             return;
         addr = next;

@@ -769,7 +769,9 @@ static void scc_finish(walk *k, scc *t, const int *m, size_t s)
         }
         if (L < 0)
             L = 0;
-        int64_t from_h = (K - 1) * L + E;
+        /* Saturated: hints allow 2^30 repeats of frames up to 1 GiB. */
+        int64_t from_h =
+            L > 0 && K - 1 > (INT64_MAX / 4) / L ? INT64_MAX / 4 : (K - 1) * L + E;
         for (size_t i = 0; i < s; i++) {
             int64_t c = inh[i] ? from_h : D[i];
             if (!inh[i] && T[i] > NEG && T[i] + from_h > c)
