@@ -337,6 +337,41 @@ def mode_errors(tool, src, work):
     r = run([tool, "frames", exe, "--json"])
     if r.returncode != 0 or not json.loads(r.stdout)["frames"]:
         fail("frames on the good binary failed")
+    # Inputs that are no files of their kind: a FIFO must not hang (no
+    # writer ever comes), a directory is no empty table.
+    fifo = os.path.join(work, "fifo")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    try:
+        r = subprocess.run([tool, "frames", fifo], capture_output=True, text=True, timeout=20)
+        if r.returncode != 2 or "not a regular file" not in r.stderr:
+            fail("frames FIFO: exit %d %r" % (r.returncode, r.stderr))
+    except subprocess.TimeoutExpired:
+        fail("frames FIFO: hangs")
+    expect(["worst", exe, "--entry", "main", "--costs", work], 2, ["cost table", "Is a directory"])
+    expect(["worst", exe, "--entry", "main", "--hints", work], 2, ["hints file", "Is a directory"])
+    expect(["frames", exe, "--bogus"], 64, ["mote-stack: unknown option '--bogus'"])
+    expect(["worst", exe, "--entry"], 64, ["mote-stack: option '--entry' needs an argument"])
+    # Numbers out of range: refused, not wrapped.
+    absurd_rep = os.path.join(work, "absurd.report")
+    open(absurd_rep, "w").write('{"mote_stack_report":1,"entries":[{"name":"main","offset":"0x0",'
+                                '"tasks":1,"max_depth":1e30,"stack_size":-5}]}')
+    expect(["check", exe, absurd_rep], 2, ["max_depth", "whole number"])
+    wrap = os.path.join(work, "wrap.folded")
+    open(wrap, "w").write("main;recur_even 18446744073709551615\nmain 2\n")
+    expect(["traces", exe, wrap], 2, ["out of range"])
+    # A symbol that is not UTF-8 still gives valid JSON.
+    bad8 = os.path.join(work, "badutf8")
+    sh([cc, "-O2", "-x", "c", "-", "-o", bad8],
+       input='void odd(void) __asm__("ch\\377ild"); __attribute__((noinline)) void odd(void)'
+             ' { __asm__ volatile(""); }\nint main(void) { odd(); return 0; }\n')
+    out = subprocess.run([tool, "frames", bad8, "--json"], capture_output=True).stdout
+    try:
+        names = [f["name"] for f in json.loads(out.decode("utf-8"))["frames"]]
+        if "ch\u00ffild" not in names:
+            fail("badutf8: names %s" % names)
+    except ValueError as e:  # UnicodeDecodeError too
+        fail("frames --json with a non-UTF-8 symbol is not JSON: %s" % e)
     # Frame arithmetic at its edges: enter's size is unsigned, and frames
     # of 1 GiB or more are unknowns, not wrapped to a few bytes.
     ab = os.path.join(work, "absurd")

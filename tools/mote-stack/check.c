@@ -26,11 +26,9 @@ typedef struct check_other {
 
 static char *slurp(const char *path, size_t *len)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
-    if (!f) {
-        msg_error("cannot open report %s: %s", path, strerror(errno));
+    FILE *f = strcmp(path, "-") == 0 ? stdin : open_input(path, "report");
+    if (!f)
         return NULL;
-    }
     size_t cap = 4096, n = 0, got;
     char *buf = xmalloc(cap);
     while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
@@ -55,6 +53,14 @@ static bool same_file(const char *x, const char *y)
 static long long num(const jv *v, long long dflt)
 {
     return v && v->type == JV_NUM ? (long long)v->num : dflt;
+}
+
+/* A count or byte figure of the report: absent, or a whole number in
+ * [0, max] (a double outside long long's range is undefined to convert). */
+static bool num_ok(const jv *v, double max)
+{
+    return !v || (v->type == JV_NUM && v->num >= 0 && v->num <= max &&
+                  v->num == (long long)v->num);
 }
 
 static const char *str(const jv *v) { return v && v->type == JV_STR ? v->str : NULL; }
@@ -102,6 +108,20 @@ int check_run(check_result *r, elfbin *b, analyzer *a, const char *report,
             row->offset = strtoull(off->str, NULL, 0);
         else if (off && off->type == JV_NUM)
             row->offset = (uint64_t)off->num;
+        static const char *const fields[] = {"tasks", "sampled", "max_depth",
+                                             "stack_size"};
+        for (size_t k = 0; k < 4; k++) {
+            /* 2^53: exact in a double; bytes: 1 TiB is no task stack. */
+            double max = k < 2 ? 9007199254740992.0 : 1099511627776.0;
+            const jv *v = jv_get(e, fields[k]);
+            if (!num_ok(v, max)) {
+                msg_error(
+                    "%s: entry %zu (%s): \"%s\" must be a whole number from 0 to %.0f",
+                    report, i + 1, row->name, fields[k], max);
+                jv_free(root);
+                return EXIT_INPUT;
+            }
+        }
         row->tasks = num(jv_get(e, "tasks"), 0);
         row->sampled = num(jv_get(e, "sampled"), 0);
         row->max_depth = num(jv_get(e, "max_depth"), -1);

@@ -68,11 +68,9 @@ int costs_load(costs *c, const char *path)
         c->source = xstrdup("built-in");
         return parse(c, mote_stack_default_costs, "built-in table");
     }
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        msg_error("cannot open cost table %s: %s", path, strerror(errno));
+    FILE *f = open_input(path, "cost table");
+    if (!f)
         return EXIT_INPUT;
-    }
     size_t cap = 4096, n = 0;
     char *buf = xmalloc(cap);
     size_t got;

@@ -111,7 +111,9 @@ static int check_header(const char *path, int fd, off_t fsize)
 
 static int open_elf(const char *path, int *fdp, Elf **ep, bool quiet)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer;
+     * it is refused below as not a regular file. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         if (!quiet)
             msg_error("cannot open %s: %s", path, strerror(errno));

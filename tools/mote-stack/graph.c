@@ -41,11 +41,9 @@ int hints_load(hints *h, const char *path)
 {
     memset(h, 0, sizeof *h);
     h->path = xstrdup(path);
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        msg_error("cannot open hints file %s: %s", path, strerror(errno));
+    FILE *f = open_input(path, "hints file");
+    if (!f)
         return EXIT_INPUT;
-    }
     char line[4096];
     int lineno = 0;
     while (fgets(line, sizeof line, f)) {

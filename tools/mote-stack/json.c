@@ -14,6 +14,28 @@ void jw_init(jw *w, FILE *f)
     w->f = f;
 }
 
+/* Length of the valid UTF-8 sequence at p (lead byte >= 0x80), 0 if none:
+ * no overlong forms, no surrogates, nothing above U+10FFFF. */
+static int utf8_len(const unsigned char *p)
+{
+    int n;
+    unsigned lo = 0x80, hi = 0xbf;
+    if (p[0] >= 0xc2 && p[0] <= 0xdf)
+        n = 2;
+    else if (p[0] >= 0xe0 && p[0] <= 0xef)
+        n = 3, lo = p[0] == 0xe0 ? 0xa0 : 0x80, hi = p[0] == 0xed ? 0x9f : 0xbf;
+    else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+        n = 4, lo = p[0] == 0xf0 ? 0x90 : 0x80, hi = p[0] == 0xf4 ? 0x8f : 0xbf;
+    else
+        return 0;
+    if (p[1] < lo || p[1] > hi)
+        return 0;
+    for (int i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xbf)
+            return 0;
+    return n;
+}
+
 static void put_string(FILE *f, const char *s)
 {
     fputc('"', f);
@@ -25,10 +47,22 @@ static void put_string(FILE *f, const char *s)
         case '\t': fputs("\\t", f); break;
         case '\r': fputs("\\r", f); break;
         default:
-            if (*p < 0x20)
+            if (*p < 0x20) {
                 fprintf(f, "\\u%04x", *p);
-            else
+            } else if (*p < 0x80) {
                 fputc(*p, f);
+            } else {
+                /* Names come from the binary: a byte that is no part of
+                 * valid UTF-8 is written as the code point of its value
+                 * (\u00XX), so the output stays valid JSON. */
+                int n = utf8_len(p);
+                if (n) {
+                    fwrite(p, 1, (size_t)n, f);
+                    p += n - 1;
+                } else {
+                    fprintf(f, "\\u%04x", *p);
+                }
+            }
         }
     }
     fputc('"', f);

@@ -102,7 +102,9 @@ static int parse(cli *c, int argc, char **argv)
     memset(c, 0, sizeof *c);
     c->format = TR_AUTO;
     int opt;
-    while ((opt = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
+    /* getopt's own messages are not in the "mote-stack: ..." form. */
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
         switch (opt) {
         case O_JSON: c->json = true; break;
         case O_COSTS: c->costs = optarg; break;
@@ -140,7 +142,8 @@ static int parse(cli *c, int argc, char **argv)
             break;
         case 'h': fputs(usage, stdout); exit(0);
         case O_VERSION: printf("mote-stack %s\n", MOTE_STACK_VERSION); exit(0);
-        default: return EXIT_USAGE;
+        case ':': return bad_usage("option '%s' needs an argument", argv[optind - 1]);
+        default: return bad_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
     for (int i = optind; i < argc; i++) {
@@ -261,11 +264,9 @@ static int cmd_traces(const cli *c, elfbin *b, analyzer *a, const costs *co)
     const char *name = "<stdin>";
     if (c->nargs == 2 && strcmp(c->args[1], "-") != 0) {
         name = c->args[1];
-        in = fopen(name, "r");
-        if (!in) {
-            msg_error("cannot open %s: %s", name, strerror(errno));
+        in = open_input(name, "stacks file");
+        if (!in)
             return EXIT_INPUT;
-        }
     }
     traces t;
     int r = traces_read(&t, in, name, c->format);

@@ -30,6 +30,13 @@ static char *rtrim(char *s)
     return s;
 }
 
+/* Sample counts come from the input: sums saturate instead of wrapping. */
+static uint64_t sat_add(uint64_t x, uint64_t y) { return x + y < x ? UINT64_MAX : x + y; }
+static uint64_t sat_mul(uint64_t x, uint64_t y)
+{
+    return y && x > UINT64_MAX / y ? UINT64_MAX : x * y;
+}
+
 static void add_stack(traces *t, agg *g, tr_frame *f, size_t n, uint64_t weight)
 {
     if (!n)
@@ -44,8 +51,8 @@ static void add_stack(traces *t, agg *g, tr_frame *f, size_t n, uint64_t weight)
                      f[i].has_off ? (unsigned long long)f[i].off : ~0ull);
     int k = strmap_get(&g->idx, key, strlen(key));
     if (k >= 0) {
-        t->st[k].weight += weight;
-        t->weight += weight;
+        t->st[k].weight = sat_add(t->st[k].weight, weight);
+        t->weight = sat_add(t->weight, weight);
         for (size_t i = 0; i < n; i++)
             free(f[i].name);
         free(f);
@@ -57,7 +64,7 @@ static void add_stack(traces *t, agg *g, tr_frame *f, size_t n, uint64_t weight)
     s->f = f;
     s->n = n;
     s->weight = weight;
-    t->weight += weight;
+    t->weight = sat_add(t->weight, weight);
     *VEC_PUSH(g->keys, g->nkeys, g->capkeys) = key;
     strmap_put(&g->idx, key, (int)(t->n - 1));
 }
@@ -154,8 +161,15 @@ static int read_folded(traces *t, agg *g, FILE *in, const char *name)
         char *sp = strrchr(line, ' ');
         char *end;
         unsigned long long w = sp ? strtoull(sp + 1, &end, 10) : 0;
-        if (!sp || *end || end == sp + 1) {
+        if (!sp || *end || end == sp + 1 || sp[1] < '0' || sp[1] > '9') {
             msg_error("%s:%d: expected folded stacks \"a;b;c COUNT\"", name, lineno);
+            free(line);
+            return EXIT_INPUT;
+        }
+        /* 2^53: exact as a double (percentiles) and in JSON. */
+        if (w > (1ull << 53)) {
+            msg_error("%s:%d: sample count %s is out of range (at most 2^53)", name,
+                      lineno, sp + 1);
             free(line);
             return EXIT_INPUT;
         }
@@ -319,11 +333,12 @@ void traces_charge(traces *t, analyzer *a, elfbin *b, const costs *c)
             tr_func *tf = &t->fn[k];
             if (seen[fr->func] != si + 1) {
                 seen[fr->func] = (uint32_t)(si + 1);
-                tf->samples += s->weight;
+                tf->samples = sat_add(tf->samples, s->weight);
                 if (s->depth > tf->deepest)
                     tf->deepest = s->depth;
             }
-            tf->byte_samples += (uint64_t)fr->charge * s->weight;
+            tf->byte_samples =
+                sat_add(tf->byte_samples, sat_mul((uint64_t)fr->charge, s->weight));
         }
     }
     qsort(t->fn, t->nfn, sizeof *t->fn, cmp_fn);

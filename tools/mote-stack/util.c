@@ -1,14 +1,17 @@
 /*
- * util.c - allocation, arrays, the string map and messages (see util.h).
+ * util.c - allocation, arrays, the string map, messages and opening input
+ * files (see util.h).
  * The map hashes with FNV-1a: names are short and this is not on any path
  * that adversarial input could make quadratic in a way that matters for a
  * command-line tool.
  */
 #include "util.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void out_of_memory(size_t n)
 {
@@ -150,4 +153,20 @@ uint64_t pow2_ceil(uint64_t v)
     while (p < v && p)
         p <<= 1;
     return p;
+}
+
+FILE *open_input(const char *path, const char *what)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        msg_error("cannot open %s %s: %s", what, path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        msg_error("cannot read %s %s: %s", what, path, strerror(EISDIR));
+        fclose(f);
+        return NULL;
+    }
+    return f;
 }

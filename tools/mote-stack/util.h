@@ -32,6 +32,10 @@ void vec_reserve(void *arr, size_t *cap, size_t need, size_t sz);
     (vec_reserve(&(arr), &(cap), (n) + 1, sizeof *(arr)), &(arr)[(n)++])
 
 void msg_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* fopen(path, "r") for an input file (what: "hints file", "cost table"...):
+ * NULL with a message when it cannot be opened or is a directory (which
+ * Linux opens and reads as empty). */
+FILE *open_input(const char *path, const char *what);
 void msg_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Open-addressing map from string to int.  Keys are not copied: they must
