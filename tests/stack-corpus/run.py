@@ -583,9 +583,14 @@ def mode_sound(tool, src, work, cc):
         return SKIP
     os.makedirs(work, exist_ok=True)
     hints = os.path.join(src, "sound.hints")
-    for opt in ("-O0", "-O2"):
+    variants = [("-O0", ["-O0"], SOUND_COMPLETE), ("-O2", ["-O2"], SOUND_COMPLETE)]
+    # Static: libc's own code is analysed (qsort's comparator call is an
+    # unknown there); strstr is an IFUNC whose symbol is the resolver.
+    if run([cc, "-print-file-name=libc.a"]).stdout.strip() not in ("", "libc.a"):
+        variants.append(("-O2-static", ["-O2", "-static"], {"e_strstr"}))
+    for opt, flags, must in variants:
         exe = os.path.join(work, "sound" + opt)
-        sh([cc, opt, "-g", "-Wl,-z,now", os.path.join(src, "sound.c"), "-o", exe])
+        sh([cc, *flags, "-g", "-Wl,-z,now", os.path.join(src, "sound.c"), "-o", exe])
         measured = {}
         for line in sh([exe]).stdout.splitlines():
             name, depth = line.split()
@@ -597,7 +602,7 @@ def mode_sound(tool, src, work, cc):
             print("%s %-18s measured %6d  bound %6d %s" % (opt, name, m, e["bound"], what))
             if e["complete"] and e["bound"] < m:
                 fail("%s %s: complete bound %d below the measured %d" % (opt, name, e["bound"], m))
-            if name in SOUND_COMPLETE and not e["complete"]:
+            if name in must and not e["complete"]:
                 fail("%s %s: bound not complete: %s" % (opt, name, e["unknowns"]))
     return 0
 

@@ -188,6 +188,11 @@ void e_sscanf(void *a)
     dsink += d;
 }
 
+/* In a static binary strstr is an IFUNC: its symbol's code is the
+ * resolver (8 bytes), not the variant that runs. */
+static char hay[65536], needle[1000];
+void e_strstr(void *a) { sink += (long)strstr(hay, needle + (long)a); }
+
 int main(void)
 {
     region =
@@ -204,6 +209,10 @@ int main(void)
         longnum[i] = (char)('0' + (i * 7) % 10);
     strcat(longnum, "e-300");
     run("e_sscanf", e_sscanf, 0);
+    memset(hay, 'a', sizeof hay - 1);
+    memset(needle, 'a', 600);
+    needle[599] = 'b';
+    run("e_strstr", e_strstr, 0);
     run("e_qsort", e_qsort, 1);
     run("e_qsort_nohint", e_qsort_nohint, 1);
     run("e_assert", e_assert, 7);

@@ -374,7 +374,10 @@ static void edge_named(walk *k, int v, const char *name, int64_t charge, uint64_
                        bool tail)
 {
     int fi = lookup(k->b, name);
-    if (fi >= 0) {
+    /* A static binary's IFUNC slot (memcpy, strstr...) is named by its
+     * symbol, whose code is the resolver, not the variant called: the
+     * call is charged from the cost table like a shared library's. */
+    if (fi >= 0 && !(k->b->funcs[fi].flags & FN_IFUNC)) {
         edge_add(k, v, fi, NULL, 0, charge, at, tail);
         return;
     }
