@@ -207,7 +207,8 @@ static void load_code(elfbin *b)
         c->data = d->d_buf;
         c->name = scn_name(b->elf, &sh);
     }
-    qsort(b->code, b->ncode, sizeof *b->code, cmp_range);
+    if (b->ncode)
+        qsort(b->code, b->ncode, sizeof *b->code, cmp_range);
 }
 
 static const code_range *code_range_at(const elfbin *b, uint64_t addr)
@@ -667,7 +668,8 @@ static void load_slots(elfbin *b)
             }
         }
     }
-    qsort(b->slots, b->nslots, sizeof *b->slots, cmp_an);
+    if (b->nslots) /* qsort(NULL, 0, ...) is undefined */
+        qsort(b->slots, b->nslots, sizeof *b->slots, cmp_an);
 }
 
 static void load_plt(elfbin *b)
@@ -721,7 +723,8 @@ static void load_plt(elfbin *b)
     }
     cs_free(in, 1);
     cs_close(&cs);
-    qsort(b->plt, b->nplt, sizeof *b->plt, cmp_an);
+    if (b->nplt)
+        qsort(b->plt, b->nplt, sizeof *b->plt, cmp_an);
 }
 
 const char *elfbin_plt_name(const elfbin *b, uint64_t addr)
@@ -828,7 +831,8 @@ static void load_cus(elfbin *b)
         }
         off = next;
     }
-    qsort(b->cus, b->ncus, sizeof *b->cus, cmp_cu);
+    if (b->ncus)
+        qsort(b->cus, b->ncus, sizeof *b->cus, cmp_cu);
 }
 
 bool elfbin_srcline(elfbin *b, uint64_t addr, const char **file, int *line)

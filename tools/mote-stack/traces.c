@@ -341,7 +341,8 @@ void traces_charge(traces *t, analyzer *a, elfbin *b, const costs *c)
                 sat_add(tf->byte_samples, sat_mul((uint64_t)fr->charge, s->weight));
         }
     }
-    qsort(t->fn, t->nfn, sizeof *t->fn, cmp_fn);
+    if (t->nfn)
+        qsort(t->fn, t->nfn, sizeof *t->fn, cmp_fn);
     free(slot);
     free(seen);
 }
