@@ -85,11 +85,14 @@ typedef struct wissue {
     const char *ext;
 } wissue;
 
+/* One recursive group (strongly connected component) reached. */
 typedef struct wcycle {
-    int *funcs; /* funcs[0] calls funcs[1] ... calls funcs[0] */
+    int *funcs; /* a shortest cycle of the group: funcs[0] calls funcs[1]
+                   ... calls funcs[0] */
     size_t n;
-    int64_t per_level;
-    int32_t max_repeat; /* from a recursion hint, -1 */
+    int64_t per_level;  /* bounded: the heaviest segment from a hinted
+                           function to the next; else that cycle's cost */
+    int32_t max_repeat; /* bounded by the hints: K - 1 more levels; -1 */
 } wcycle;
 
 typedef struct worst {
@@ -103,8 +106,8 @@ typedef struct worst {
     wissue *issues;
     size_t nissues, capissues;
     size_t nreached;
-    size_t nbackedges;       /* recursive calls met (cycles recorded: <= 16) */
-    int64_t recursion_extra; /* added for cycles bounded by recursion hints */
+    size_t nbackedges;       /* recursive groups met (recorded: <= 16) */
+    int64_t recursion_extra; /* bound - the shown (zero-recursion) path */
     int64_t runtime, signal; /* reserves added for the recommendation */
     uint64_t stack_size;     /* recommended */
 } worst;
