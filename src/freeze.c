@@ -221,9 +221,12 @@ void mote__freeze_thaw(task *t, enum freeze_cause cause, bool stays)
             fz_unlock(t, FZ_ACTIVE | outcome);
             FETCH_SUB(&mote__freeze_nfrozen, 1, RELAXED);
             FETCH_ADD(&fz.thaw_ns, (uint64_t)(mote__os_now_ns() - t0), RELAXED);
-            if (r)
-                fprintf(stderr, "mote: cannot thaw the stack of task %llu: %s\n",
-                        (unsigned long long)t->id, mote_strerror(r));
+            if (r) { /* (on a task's stack, maybe: no stdio) */
+                char id[21];
+                mote__os_write_err4("mote: cannot thaw the stack of task ",
+                                    mote__os_u64_str(t->id, id), ": ", mote_strerror(r));
+                mote__os_write_err("\n");
+            }
             if (stays) {
                 void (*orphaned)(struct worker *) = LOAD(&fz.orphaned, ACQUIRE);
                 if (orphaned)

@@ -200,11 +200,10 @@ static void sched_starved(worker *w, task *t, int r)
         w->starved_from = now;
     w->starved_retry = now + SCHED_STARVED_BACKOFF;
     fresh_push(w, t);
-    if (!XCHG(&rt.starve_said, 1, RELAXED))
-        fprintf(stderr,
-                "mote: no memory for the stack of a new task (%s); new tasks "
-                "start when stacks are freed (said once a run)\n",
-                mote_strerror(r));
+    if (!XCHG(&rt.starve_said, 1, RELAXED)) /* (on a task's stack, maybe: no stdio) */
+        mote__os_write_err4(
+            "mote: no memory for the stack of a new task (", mote_strerror(r),
+            "); new tasks start when stacks are freed (said once a run)\n", NULL);
     if (now - w->starved_released >= SCHED_STARVED_RELEASE) {
         w->starved_released = now;
         mote_mem_release();

@@ -111,6 +111,12 @@ uint64_t mote__os_rss_in_ranges(const uintptr_t *starts, const uintptr_t *ends, 
 int mote__os_write_all(int fd, const char *buf, size_t len);
 /* Writes a NUL-terminated string to stderr. */
 void mote__os_write_err(const char *s);
+/* Writes a, b, c and d (NULL: nothing) to stderr, in one write when they
+ * fit 512 bytes: for messages on paths that may run on a task's stack,
+ * where stdio's formatting takes kilobytes (14 KiB, stderr unbuffered). */
+void mote__os_write_err4(const char *a, const char *b, const char *c, const char *d);
+/* v in decimal in buf (21 bytes at least); returns buf. */
+char *mote__os_u64_str(uint64_t v, char *buf);
 
 /* ---- signals and threads (signal.c) ---- */
 

@@ -37,3 +37,38 @@ void mote__os_write_err(const char *s)
     mote__os_write_all(STDERR_FILENO, s, strlen(s));
     errno = saved;
 }
+
+void mote__os_write_err4(const char *a, const char *b, const char *c, const char *d)
+{
+    const char *part[4] = {a, b, c, d};
+    char buf[512];
+    size_t n = 0;
+    for (int i = 0; i < 4; i++) {
+        size_t k = part[i] ? strlen(part[i]) : 0;
+        if (k > sizeof buf - n) { /* too long for one write: in pieces */
+            mote__os_write_all(STDERR_FILENO, buf, n);
+            for (int j = i; j < 4; j++)
+                if (part[j])
+                    mote__os_write_err(part[j]);
+            return;
+        }
+        memcpy(buf + n, part[i] ? part[i] : "", k);
+        n += k;
+    }
+    int saved = errno;
+    mote__os_write_all(STDERR_FILENO, buf, n);
+    errno = saved;
+}
+
+char *mote__os_u64_str(uint64_t v, char *buf)
+{
+    char tmp[21];
+    size_t n = 0;
+    do
+        tmp[n++] = (char)('0' + v % 10);
+    while (v /= 10);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = tmp[n - 1 - i];
+    buf[n] = 0;
+    return buf;
+}
