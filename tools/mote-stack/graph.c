@@ -346,12 +346,10 @@ static bool calls_back(const char *name)
 static void edge_named(walk *k, int v, const char *name, int64_t charge, uint64_t at,
                        bool tail);
 
-/* qsort and the like: the callback runs below the library function's
- * frame.  The caller's `caller -> target` hints name the callbacks, each
- * charged on top of the library function's cost; without hints the call
- * is an unknown (the table's figure leaves the callback out). */
-static void callbacks(walk *k, int v, const char *name, int64_t cost, int64_t charge,
-                      uint64_t at)
+/* The targets v's `caller -> target` hints name, as edges charged
+ * `charge`; false when there are none.  lib: from a library function
+ * that calls back (a target that is one itself adds nothing). */
+static bool hinted_edges(walk *k, int v, int64_t charge, uint64_t at, bool tail, bool lib)
 {
     const hints *h = k->o->h;
     bool any = false;
@@ -360,11 +358,21 @@ static void callbacks(walk *k, int v, const char *name, int64_t cost, int64_t ch
             continue;
         any = true;
         if (k->hint_target[i] >= 0)
-            edge_add(k, v, k->hint_target[i], NULL, 0, charge + cost, at, false);
-        else if (!calls_back(h->edges[i].target))
-            edge_named(k, v, h->edges[i].target, charge + cost, at, false);
+            edge_add(k, v, k->hint_target[i], NULL, 0, charge, at, tail);
+        else if (!lib || !calls_back(h->edges[i].target))
+            edge_named(k, v, h->edges[i].target, charge, at, tail);
     }
-    if (!any) {
+    return any;
+}
+
+/* qsort and the like: the callback runs below the library function's
+ * frame.  The caller's `caller -> target` hints name the callbacks, each
+ * charged on top of the library function's cost; without hints the call
+ * is an unknown (the table's figure leaves the callback out). */
+static void callbacks(walk *k, int v, const char *name, int64_t cost, int64_t charge,
+                      uint64_t at)
+{
+    if (!hinted_edges(k, v, charge + cost, at, false, true)) {
         k->flags[v] |= W_UNKNOWN;
         add_issue(k, WI_CALLBACK, v, at, name);
     }
@@ -408,7 +416,6 @@ static void expand(walk *k, int v)
         k->flags[v] |= W_UNKNOWN;
         add_issue(k, WI_UNDECODED, v, f->bad_at, NULL);
     }
-    const hints *h = k->o->h;
     const callsite *cs = frame_calls(k->a, f);
     for (uint32_t n = 0; n < f->ncalls; n++) {
         const callsite *c = &cs[n];
@@ -435,17 +442,7 @@ static void expand(walk *k, int v)
             continue;
         }
         /* Indirect: the hints name the targets. */
-        bool any = false;
-        for (size_t i = 0; h && i < h->nedges; i++) {
-            if (k->hint_caller[i] != v)
-                continue;
-            any = true;
-            if (k->hint_target[i] >= 0)
-                edge_add(k, v, k->hint_target[i], NULL, 0, charge, c->at, jump);
-            else
-                edge_named(k, v, h->edges[i].target, charge, c->at, jump);
-        }
-        if (any)
+        if (hinted_edges(k, v, charge, c->at, jump, false))
             continue;
         k->flags[v] |= W_UNKNOWN;
         add_issue(k,
