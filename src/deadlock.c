@@ -13,6 +13,8 @@
 #include "offload.h"
 #include "os/os.h"
 #include "runtime.h"
+#include "spin.h"
+#include "stack.h"
 
 #define rt mote__rt
 
@@ -49,6 +51,18 @@ static void deadlock_report(uint64_t starved)
     fflush(stderr);
 }
 
+/* Whether a stack of the class v's first new task needs can be mapped now:
+ * memory may have come back since its worker last tried, and that worker
+ * waits out its backoff (the run ended with -ENOMEM though the program had
+ * just unmapped what filled its address space). */
+static bool deadlock_stack_now(worker *v)
+{
+    spin_lock(&v->fresh_lock);
+    int cls = v->fresh_head ? stack_cls(&v->fresh_head->stack) : -1;
+    spin_unlock(&v->fresh_lock);
+    return cls < 0 || mote__stack_can_map(cls);
+}
+
 int mote__deadlock_check(void)
 {
     if (rt.nidle_notimer < rt.nworkers || LOAD(&rt.external_seen, SEQ_CST))
@@ -68,7 +82,8 @@ int mote__deadlock_check(void)
          * other task sleeps for good.  (idle_lock orders v's starved_*.) */
         uint32_t fresh = LOAD(&v->fresh_n, SEQ_CST);
         if (fresh) {
-            if (!v->starved_from || now - v->starved_from < SCHED_STARVED_GIVEUP)
+            if (!v->starved_from || now - v->starved_from < SCHED_STARVED_GIVEUP ||
+                deadlock_stack_now(v))
                 return 0;
             starved += fresh;
         }

@@ -63,6 +63,7 @@ typedef struct worker {
      * starved_retry (0: try now); starved_from: since when (0 once one
      * started), read by the deadlock check under idle_lock. */
     int64_t starved_retry, starved_from, starved_released;
+    bool release_due;      /* a chore: mote_mem_release for a starved task */
     int64_t last_poll;     /* when this worker last polled (ns) */
     bool chores;           /* due: to do in the worker's own context */
     uint32_t release_seen; /* the release_epoch this worker acted on */

@@ -206,7 +206,8 @@ static void sched_starved(worker *w, task *t, int r)
             "); new tasks start when stacks are freed (said once a run)\n", NULL);
     if (now - w->starved_released >= SCHED_STARVED_RELEASE) {
         w->starved_released = now;
-        mote_mem_release();
+        w->release_due = true; /* in the worker's own context: deep frames */
+        w->chores = true;
     }
 }
 
@@ -279,6 +280,10 @@ static void sched_chores(worker *w)
 {
     mote__assert(w->current == NULL);
     w->chores = false;
+    if (w->release_due) { /* a task found no stack (sched_starved) */
+        w->release_due = false;
+        mote_mem_release();
+    }
     mote__dump_answer(w);
     int64_t now = mote__os_now_ns();
     w->trim.busy = w->rq_head != NULL;

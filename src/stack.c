@@ -446,6 +446,16 @@ void mote__stack_abandon(const stack_slot *s, stack_cache *cache)
     STORE(&cache->in_use, cache->in_use - 1, RELAXED);
 }
 
+bool mote__stack_can_map(int cls)
+{
+    stack_class *k = &stack_classes[cls];
+    spin_lock(&k->lock);
+    bool ok =
+        k->free_head || k->ncold || k->bump != k->bump_end || stack_grow(cls, k) == 0;
+    spin_unlock(&k->lock);
+    return ok;
+}
+
 void mote__stack_cache_drain(stack_cache *cache)
 {
     for (int c = 0; c < STACK_NCLASS; c++)

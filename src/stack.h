@@ -77,6 +77,10 @@ void mote__stack_release(const stack_slot *s, stack_cache *cache);
 void mote__stack_abandon(const stack_slot *s, stack_cache *cache);
 /* Moves every slot of cache back to the classes. */
 void mote__stack_cache_drain(stack_cache *cache);
+/* Whether a slot of class cls is there for any worker to take: a free,
+ * cold or uncarved one, or a new chunk mapped now (kept for the next
+ * acquire).  Slots in workers' caches do not count. */
+bool mote__stack_can_map(int cls);
 
 /* Records the owner of a slot (or NULL when it is released): at the slot's
  * top, for the overflow handler, and in the chunk's owner table, which

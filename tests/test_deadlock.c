@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -160,21 +161,69 @@ static void ok_cond_timed(void *arg)
  * second, saying so once (it ran forever, saying so 1,000 times a second). */
 static void no_stack_child(void *arg) { mote_chan_send(arg, &(int){1}); }
 
-static void dl_no_stack(void *arg)
+/* A task with an 8 KiB stack, half used, that yields while a new task
+ * starves: the scheduler's tries for that task run on this stack, and must
+ * stay shallow (a heap release there overflowed it, every run). */
+static void no_stack_yielder(void *arg)
 {
-    (void)arg;
-    mote_chan *c = mote_chan_make(sizeof(int), 0);
+    volatile char use[4000];
+    use[0] = use[sizeof use - 1] = 1;
+    int64_t t0 = mote_now();           /* the tries come 1 ms apart */
+    while (mote_now() - t0 < 300 * MS) /* releases come 100 ms apart */
+        mote_yield();
+    *(int *)arg = use[0];
+}
+
+static void space_limit(size_t room)
+{
     long pages = 0;
     FILE *f = fopen("/proc/self/statm", "r");
     CHECK(f && fscanf(f, "%ld", &pages) == 1);
     fclose(f);
-    struct rlimit r = {(rlim_t)pages * 4096 + (64u << 20), RLIM_INFINITY};
+    struct rlimit r = {(rlim_t)pages * 4096 + room, RLIM_INFINITY};
     CHECK_EQ(setrlimit(RLIMIT_AS, &r), 0);
+}
+
+static void dl_no_stack(void *arg)
+{
+    (void)arg;
+    mote_chan *c = mote_chan_make(sizeof(int), 0);
+    static int yielded;
+    mote_task_opts small = MOTE_TASK_OPTS_INIT;
+    small.stack_size = 8u << 10;
+    CHECK_EQ(mote_go_ex(no_stack_yielder, &yielded, &small), 0);
+    mote_yield(); /* it has its stack */
+    space_limit(64u << 20);
     mote_task_opts o = MOTE_TASK_OPTS_INIT;
     o.stack_size = 1u << 30; /* its chunk reserves 16 of them */
     CHECK_EQ(mote_go_ex(no_stack_child, c, &o), 0);
     int v;
     mote_chan_recv(c, &v);
+}
+
+/* The same task starts once the address space has room again, though it
+ * waited more than the second after which a run would end: a new look
+ * before the end (the run ended with -ENOMEM 17 times in 20). */
+static void ok_stack_comes_back(void *arg)
+{
+    (void)arg;
+    mote_chan *c = mote_chan_make(sizeof(int), 0);
+    size_t room = 512u << 20, fill = room - (8u << 20);
+    space_limit(room);
+    void *filler =
+        mmap(NULL, fill, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    CHECK(filler != MAP_FAILED);
+    mote_task_opts o = MOTE_TASK_OPTS_INIT;
+    o.stack_size = 4u << 20;
+    CHECK_EQ(mote_go_ex(no_stack_child, c, &o), 0);
+    CHECK_EQ(mote_sleep(1500 * MS), 0); /* it tries, and starves */
+    CHECK_EQ(munmap(filler, fill), 0);
+    struct rlimit r = {RLIM_INFINITY, RLIM_INFINITY};
+    CHECK_EQ(setrlimit(RLIMIT_AS, &r), 0);
+    int v = 0;
+    CHECK_EQ(mote_chan_recv(c, &v), 0);
+    CHECK_EQ(v, 1);
+    CHECK_EQ(mote_chan_free(c), 0);
 }
 
 /* ---- the harness ---- */
@@ -262,13 +311,22 @@ TEST(a_task_that_never_gets_a_stack_ends_the_run)
         TEST_SKIP("sanitizer build");
     static char err[1 << 16];
     scenario s = {dl_no_stack, -ENOMEM};
+    setenv("MOTE_WORKERS", "1", 1); /* the tries run on the yielder's stack */
     int st = test_fork_capture(child, &s, err, sizeof err);
+    setenv("MOTE_WORKERS", "2", 1);
     const char *said = "no memory for the stack of a new task", *p = strstr(err, said);
     bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0 && p && !strstr(p + 1, said) &&
               strstr(err, "1 new task cannot start") && strstr(err, "chan receive");
     if (!ok)
         printf("child status %#x, stderr:\n%s\n", st, err);
     CHECK(ok);
+}
+
+TEST(a_task_that_gets_its_stack_late_runs)
+{
+    if (TEST_SANITIZED)
+        TEST_SKIP("sanitizer build");
+    SCENARIO(ok_stack_comes_back, 0, "result=0");
 }
 
 TEST_MAIN()
