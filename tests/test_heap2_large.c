@@ -243,6 +243,30 @@ TEST(memory_limit_counts_the_cache)
     mote_mem_release();
 }
 
+/* Under a limit a cached block serves a smaller request cut to its size:
+ * the up-to-twice slack kept otherwise counted against the limit (a 12 MiB
+ * request took a cached 20 MiB block whole, and the 40 MiB one after it
+ * failed under a 55 MiB limit). */
+TEST(under_a_limit_a_cached_block_is_cut_to_the_request)
+{
+    mote_mem_release();
+    uint64_t base = mote__heap_committed_bytes();
+    CHECK_EQ(mote__heap_set_limit(base + (55u << 20)), 0);
+    char *a = mote_malloc(20u << 20);
+    CHECK(a != NULL);
+    touch(a, 20u << 20, 1);
+    mote_free(a);
+    char *b = mote_malloc(12u << 20);
+    CHECK(b != NULL);
+    CHECK(mote_usable_size(b) < (13u << 20));
+    char *c = mote_malloc(40u << 20);
+    CHECK(c != NULL);
+    mote_free(c);
+    mote_free(b);
+    CHECK_EQ(mote__heap_set_limit(0), 0);
+    mote_mem_release();
+}
+
 /* ---- double frees ---- */
 
 static void expect_invalid_free(void (*fn)(void *), void *arg)

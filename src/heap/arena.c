@@ -458,8 +458,11 @@ static heap_segment *cache_take_huge(size_t size, uintptr_t a, size_t *trim)
      * 1 GiB block would pin its pages under a 3 MiB one; cut to the
      * request, blocks of varying sizes shrank at each hit and faulted
      * again at each miss (2x glibc's time; 0.8x with this and growth on a
-     * miss, cache_take_huge_smaller). */
-    size_t keep = 2 * ((size + HEAP_OS_PAGE - 1) & ~(HEAP_OS_PAGE - 1));
+     * miss, cache_take_huge_smaller).  Under a memory limit the slack
+     * would count against it: cut to the request then. */
+    size_t keep = (size + HEAP_OS_PAGE - 1) & ~(HEAP_OS_PAGE - 1);
+    if (!LOAD(&arena_limit, RELAXED))
+        keep *= 2;
     if (best->usable > keep) {
         *trim = best->usable - keep;
         best->usable = keep;
