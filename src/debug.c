@@ -12,12 +12,8 @@
 _Noreturn void mote__assert_fail(const char *expr, const char *file, int line,
                                  const char *func)
 {
-    char num[16], *p = num + sizeof num;
-    *--p = 0;
-    unsigned v = (unsigned)line;
-    do
-        *--p = (char)('0' + v % 10);
-    while ((v /= 10) && p > num);
+    char num[21];
+    const char *p = mote__os_u64_str((unsigned)line, num);
     const char *parts[] = {
         "mote: internal check failed: ", expr, " (", func, " at ", file, ":", p, ")\n"};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)

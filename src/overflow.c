@@ -42,14 +42,8 @@ static char *put(char *p, char *end, const char *s)
 
 static char *put_u(char *p, char *end, unsigned long long v)
 {
-    char tmp[24];
-    int n = 0;
-    do
-        tmp[n++] = (char)('0' + v % 10);
-    while ((v /= 10) && n < 24);
-    while (n && p < end)
-        *p++ = tmp[--n];
-    return p;
+    char tmp[21];
+    return put(p, end, mote__os_u64_str(v, tmp));
 }
 
 static char *put_task(char *p, char *end, const task *t)
