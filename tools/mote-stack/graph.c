@@ -618,6 +618,34 @@ static void record_cycle(walk *k, const scc *t, const int *m, size_t s, int64_t 
  * (no hint, or a cycle the hints do not cut) the recursion is unbounded
  * and the figure kept is the path that recurses zero times (edges only to
  * functions found later in the search), a guide. */
+/* One step of the bound over v's edges inside its component: *down, the
+ * heaviest way from v that stays off hinted functions and then leaves (D
+ * of the successors), and *to_h, the heaviest way to the next hinted
+ * function (T of the successors, or the edge itself).  inh, D and T are
+ * indexed by position in the component. */
+static void scc_step(const walk *k, const scc *t, int v, const bool *inh,
+                     const int64_t *D, const int64_t *T, int64_t *down, int64_t *to_h)
+{
+    int cid = t->comp[v];
+    uint32_t ne;
+    const wedge *e = edges_of(k, v, &ne);
+    for (uint32_t j = 0; j < ne; j++) {
+        int w = e[j].to;
+        if (w < 0 || t->comp[w] != cid)
+            continue;
+        int p = t->pos[w];
+        if (inh[p]) {
+            if (e[j].charge > *to_h)
+                *to_h = e[j].charge;
+            continue;
+        }
+        if (e[j].charge + D[p] > *down)
+            *down = e[j].charge + D[p];
+        if (T[p] > NEG && e[j].charge + T[p] > *to_h)
+            *to_h = e[j].charge + T[p];
+    }
+}
+
 static void scc_finish(walk *k, scc *t, const int *m, size_t s)
 {
     int cid = t->comp[m[0]];
@@ -718,48 +746,16 @@ static void scc_finish(walk *k, scc *t, const int *m, size_t s)
         int64_t *D = xmalloc(s * sizeof *D), *T = xmalloc(s * sizeof *T);
         for (size_t q = ntopo; q-- > 0;) {
             int i = topo[q];
-            uint32_t ne;
-            const wedge *e = edges_of(k, m[i], &ne);
             D[i] = out[i];
             T[i] = NEG;
-            for (uint32_t j = 0; j < ne; j++) {
-                int w = e[j].to;
-                if (w < 0 || t->comp[w] != cid)
-                    continue;
-                int p = POS_OF(w);
-                if (inh[p]) {
-                    if (e[j].charge > T[i])
-                        T[i] = e[j].charge;
-                    continue;
-                }
-                if (e[j].charge + D[p] > D[i])
-                    D[i] = e[j].charge + D[p];
-                if (T[p] > NEG && e[j].charge + T[p] > T[i])
-                    T[i] = e[j].charge + T[p];
-            }
+            scc_step(k, t, m[i], inh, D, T, &D[i], &T[i]);
         }
         int64_t L = NEG, E = NEG;
         for (size_t i = 0; i < s; i++) {
             if (!inh[i])
                 continue;
             int64_t leave = out[i], loop = NEG;
-            uint32_t ne;
-            const wedge *e = edges_of(k, m[i], &ne);
-            for (uint32_t j = 0; j < ne; j++) {
-                int w = e[j].to;
-                if (w < 0 || t->comp[w] != cid)
-                    continue;
-                int p = POS_OF(w);
-                if (inh[p]) {
-                    if (e[j].charge > loop)
-                        loop = e[j].charge;
-                    continue;
-                }
-                if (e[j].charge + D[p] > leave)
-                    leave = e[j].charge + D[p];
-                if (T[p] > NEG && e[j].charge + T[p] > loop)
-                    loop = e[j].charge + T[p];
-            }
+            scc_step(k, t, m[i], inh, D, T, &leave, &loop);
             if (leave > E)
                 E = leave;
             if (loop > L)
