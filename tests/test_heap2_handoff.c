@@ -373,13 +373,13 @@ TEST(a_block_goes_home_while_its_owner_keeps_up_and_stays_while_it_does_not)
     while (atomic_load(&owner_go) != 1)
         usleep(1000);
     unsigned cls = sizeclass_of(256);
-    uint32_t kept0 = mote__tcache_foreign_count(mote__heap_tls, cls);
+    uint32_t kept0 = mote__tcache_listed_count(mote__heap_tls, cls);
     mote_free(owned[0]); /* its inbox is empty: home */
-    CHECK_EQ(mote__tcache_foreign_count(mote__heap_tls, cls), kept0);
+    CHECK_EQ(mote__tcache_listed_count(mote__heap_tls, cls), kept0);
     mote_free(owned[2]);
     mote_mem_release();  /* both reach its inbox, which it does not drain now */
     mote_free(owned[1]); /* it is behind: stays here */
-    CHECK_EQ(mote__tcache_foreign_count(mote__heap_tls, cls), kept0 + 1);
+    CHECK_EQ(mote__tcache_listed_count(mote__heap_tls, cls), kept0 + 1);
     atomic_store(&owner_go, 2);
     pthread_join(t, NULL);
     mote_free(mine);

@@ -340,6 +340,81 @@ TEST(bitmap_blocks_meet_the_malloc_contract)
     mote_free(a);
 }
 
+/* ---- the stash: a bitmap block freed on its own thread ---- */
+
+static bool bit_free(const void *p)
+{
+    heap_page *pg = heap_segment_of(p)->map[((uintptr_t)p >> HEAP_SLICE_SHIFT) & 63];
+    uint64_t i = (((uintptr_t)p - (uintptr_t)pg->start) * pg->div_magic) >> 40;
+    return (LOAD(&pg->bits, ACQUIRE) >> i) & 1;
+}
+
+TEST(bitmap_blocks_freed_on_their_thread_wait_in_a_bounded_stash)
+{
+    enum { K = 40 };
+    const size_t n = 6000;
+    unsigned cls = sizeclass_of(n);
+    uint32_t cap = (uint32_t)(HEAP_STASH_BYTES / mote__sizeclass_size[cls]);
+    CHECK(cls >= HEAP_BITMAP_CLS && cap >= 1 && cap < K);
+    mote_mem_release();
+    void *v[K];
+    for (int i = 0; i < K; i++) {
+        v[i] = mote_malloc(n);
+        CHECK(v[i] != NULL);
+        memset(v[i], i, n);
+    }
+    uint64_t live = 0, after = 0;
+    CHECK_EQ(mote__heap_metric("/heap/inuse:bytes", &live), 0);
+    for (int i = 0; i < K; i++)
+        mote_free(v[i]);
+    /* the first `cap` frees wait in the stash (their bits stay clear: no
+     * atomic operation); the rest went back to their bitmaps (or with
+     * their emptied pages to the arena) */
+    CHECK_EQ(mote__tcache_listed_count(mote__heap_tls, cls), cap);
+    for (int i = 0; i < (int)cap; i++)
+        CHECK(!bit_free(v[i]));
+    /* stashed blocks count as free */
+    CHECK_EQ(mote__heap_metric("/heap/inuse:bytes", &after), 0);
+    CHECK(after + (uint64_t)K * mote__sizeclass_size[cls] <= live + 4096);
+    /* the next mallocs take them back, most recent first */
+    for (int i = (int)cap - 1; i >= 0; i--) {
+        void *p = mote_malloc(n);
+        CHECK(p == v[i]);
+        v[i] = p;
+    }
+    for (int i = 0; i < (int)cap; i++)
+        mote_free(v[i]);
+    /* mote_mem_release puts them back in their bitmaps */
+    mote_mem_release();
+    CHECK_EQ(mote__tcache_listed_count(mote__heap_tls, cls), 0);
+    void *w = mote_malloc(n);
+    CHECK(w != NULL);
+    mote_free(w);
+    mote_mem_release();
+    CHECK_EQ(mote__tcache_listed_count(mote__heap_tls, cls), 0);
+}
+
+/* A block in the stash is free: a second free of it is caught, on its
+ * thread and on another. */
+static void double_free_stashed(void *arg)
+{
+    void *p = mote_malloc(7000);
+    void *q = mote_malloc(7000); /* the page stays */
+    mote_free(p);
+    CHECK_EQ(mote__tcache_listed_count(mote__heap_tls, sizeclass_of(7000)), 1);
+    if (arg)
+        free_on_a_thread(p);
+    else
+        mote_free(p);
+    (void)q;
+}
+
+TEST(a_stashed_block_freed_again_is_caught)
+{
+    expect_invalid_free(double_free_stashed, NULL);
+    expect_invalid_free(double_free_stashed, (void *)1);
+}
+
 /* ---- a new page on reused slices, due for the scavenger at once ----
  *
  * With no decay, the scavenger may claim every free block of a bitmap page

@@ -356,6 +356,13 @@ HEAP_INLINE void heap_free_inline(void *p)
             h->cur[pg->cls] = f;
             return;
         }
+    } else if (pg->kind == HEAP_PAGE_BITMAP && !pg->prof) {
+        /* (a stash push, mostly: one page lookup, not heap_free_slow's two) */
+        if (HEAP_UNLIKELY(((off * pg->div_magic) >> 40) * pg->bsize != off ||
+                          !page_carved(pg, off)))
+            mote__heap_invalid_free(p, "free");
+        mote__tcache_free_bitmap(pg, p);
+        return;
     }
     heap_free_slow(p);
 }

@@ -32,11 +32,12 @@ static void stats_take(stats_snap *s)
 {
     memset(s, 0, sizeof *s);
     mote__arena_small_usage(&s->u);
-    /* A block in a foreign list is free, though its page counts it. */
+    /* A block in a foreign list or a stash is free, though its page
+     * counts it. */
     for (heap_tcache *h = mote__tcache_all(); h; h = h->all_next) {
         s->caches++;
-        for (unsigned c = 1; c < HEAP_BITMAP_CLS; c++) {
-            uint64_t n = mote__tcache_foreign_count(h, c);
+        for (unsigned c = 1; c < HEAP_NCLS; c++) {
+            uint64_t n = mote__tcache_listed_count(h, c);
             n = n < s->u.blocks[c] ? n : s->u.blocks[c];
             s->u.blocks[c] -= n;
             s->u.bytes[c] -= n * mote__sizeclass_size[c];

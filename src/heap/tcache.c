@@ -9,7 +9,9 @@
  *     threads push lists of blocks with one CAS, the owner takes them all
  *     with one exchange: no ABA) and `dead`;
  *   - cur[c] is a page of queue[c] (the one a local free last went to, or
- *     the first), or &mote__heap_page_empty when the queue is empty, so the
+ *     the first), or the class's foreign list, or &mote__heap_page_empty
+ *     when the queue is empty; for a bitmap class it is always the class's
+ *     stash (or the empty page for classes without one); so the
  *     fast path needs no NULL test; the static mote__heap_tcache_empty has
  *     every cur[c] at &mote__heap_page_empty and sends each thread to the
  *     slow path on its first malloc;
@@ -73,11 +75,21 @@ heap_tcache *mote__tcache_all(void) { return LOAD(&all_caches, ACQUIRE); }
 
 /* ---- class queues ---- */
 
+/* A bitmap class's stash, or the empty page when it has no room. */
+static inline heap_page *stash_cur(heap_tcache *h, unsigned c)
+{
+    heap_page *s = &h->stash[c - HEAP_BITMAP_CLS];
+    return s->reserved ? s : &mote__heap_page_empty;
+}
+
 static inline void queue_sync_cur(heap_tcache *h, unsigned c)
 {
+    if (c >= HEAP_BITMAP_CLS) { /* the fast path serves only the stash */
+        h->cur[c] = stash_cur(h, c);
+        return;
+    }
     heap_page *first = queue_first(&h->queue[c]);
-    /* bitmap classes never take the fast path */
-    h->cur[c] = first && c < HEAP_BITMAP_CLS ? first : &mote__heap_page_empty;
+    h->cur[c] = first ? first : &mote__heap_page_empty;
 }
 
 static void queue_remove(heap_tcache *h, heap_page *pg)
@@ -120,11 +132,12 @@ __attribute__((unused)) static bool tcache_valid(heap_tcache *h)
         if (!list_valid(&h->queue[c]))
             return false;
         bool bm = c >= HEAP_BITMAP_CLS;
+        heap_page *l = bm ? &h->stash[c - HEAP_BITMAP_CLS] : &h->foreign[c];
         bool cur_found =
-            (h->cur[c] == &mote__heap_page_empty && (bm || !h->queue[c].head)) ||
-            (!bm && h->cur[c] == &h->foreign[c]);
-        if (!bm && page_used(&h->foreign[c]) + (h->foreign[c].free ? 1 : 0) >
-                       h->foreign[c].reserved)
+            bm ? h->cur[c] == stash_cur(h, c)
+               : (h->cur[c] == &mote__heap_page_empty && !h->queue[c].head) ||
+                     h->cur[c] == l;
+        if (page_used(l) + (l->free ? 1 : 0) > l->reserved)
             return false;
         for (heap_page *pg = queue_first(&h->queue[c]); pg; pg = queue_next(pg)) {
             if (page_owner(pg) != h || pg->cls != c || pg->in_full ||
@@ -389,13 +402,49 @@ static void foreign_init(heap_tcache *h)
     }
 }
 
-uint32_t mote__tcache_foreign_count(const heap_tcache *h, unsigned cls)
+static void stash_init(heap_tcache *h)
 {
-    if (cls == 0 || cls >= HEAP_BITMAP_CLS)
+    for (unsigned c = HEAP_BITMAP_CLS; c < HEAP_NCLS; c++) {
+        heap_page *s = &h->stash[c - HEAP_BITMAP_CLS];
+        uint32_t bsize = mote__sizeclass_size[c];
+        uint32_t cap =
+            bsize <= HEAP_STASH_BYTES ? (uint32_t)(HEAP_STASH_BYTES / bsize) : 0;
+        s->kind = HEAP_PAGE_STASH;
+        s->cls = (uint8_t)c;
+        s->bsize = bsize;
+        s->reserved = cap;
+        s->free = NULL;
+        page_used_set(s, cap);
+        h->cur[c] = stash_cur(h, c);
+    }
+}
+
+uint32_t mote__tcache_listed_count(const heap_tcache *h, unsigned cls)
+{
+    if (cls == 0 || cls >= HEAP_NCLS)
         return 0;
-    const heap_page *f = &h->foreign[cls];
-    uint32_t room = page_used(f);
-    return room <= f->reserved ? f->reserved - room : 0;
+    const heap_page *l =
+        cls < HEAP_BITMAP_CLS ? &h->foreign[cls] : &h->stash[cls - HEAP_BITMAP_CLS];
+    uint32_t room = page_used(l);
+    return room <= l->reserved ? l->reserved - room : 0;
+}
+
+/* Puts the stashed blocks back in their bitmaps. */
+static void stash_return_all(heap_tcache *h)
+{
+    list to_free = {0};
+    for (unsigned i = 0; i < HEAP_STASH_NCLS; i++) {
+        heap_page *s = &h->stash[i];
+        heap_block *b = s->free;
+        s->free = NULL;
+        page_used_set(s, s->reserved);
+        while (b) {
+            heap_block *next = b->next;
+            bm_return(h, block_page(b), b, &to_free); /* its cookie stays */
+            b = next;
+        }
+    }
+    pages_to_arena(&to_free);
 }
 
 /* Sends f's blocks home. */
@@ -525,6 +574,7 @@ static heap_tcache *tcache_new(bool listed)
     for (unsigned c = 0; c < HEAP_NCLS; c++)
         h->cur[c] = &mote__heap_page_empty;
     foreign_init(h);
+    stash_init(h);
     h->sample_left = INT64_MAX;
     h->id = ncaches++;
     if (listed) {
@@ -608,6 +658,7 @@ static void tcache_thread_exit(void *arg)
     if (!h || h != mote__heap_tls)
         return;
     foreign_send_all(h);
+    stash_return_all(h);
     rbuf_send_all(h);
     /* dead = 1 before the last look at the inbox: a free that pushes after
      * it sees dead and kicks the scavenger (both seq_cst). */
@@ -676,6 +727,7 @@ void mote__tcache_release_own(void)
     if (h == &mote__heap_tcache_empty)
         return;
     foreign_send_all(h);
+    stash_return_all(h);
     rbuf_send_all(h);
     tcache_trim(h, false);
     if (h->shadow)
@@ -690,9 +742,17 @@ void mote__tcache_free_bitmap(heap_page *pg, void *p)
     heap_block *b = p;
     uintptr_t ck = (uintptr_t)p ^ mote__heap_key;
     if (owner == h || owner->shadow_of == h) {
-        if (LOAD(&pg->bits, RELAXED) & (1ULL << block_index(pg, p))) /* free already */
+        /* free already: in its bitmap, or in the stash (the cookie) */
+        if ((LOAD(&pg->bits, RELAXED) & (1ULL << block_index(pg, p))) || b->cookie == ck)
             mote__heap_invalid_free(p, "free");
         b->cookie = ck; /* so a later free on another thread is caught there */
+        heap_page *s = &h->stash[pg->cls - HEAP_BITMAP_CLS];
+        if (owner == h && page_used(s) != 0) {
+            b->next = s->free;
+            s->free = b;
+            page_used_add(s, -1);
+            return;
+        }
         list to_free = {0};
         bm_return(owner, pg, p, &to_free);
         pages_to_arena(&to_free);
