@@ -435,8 +435,8 @@ size_t mote__freeze_batch(task *const *cand, size_t n, fz_scratch *scratch)
         task *t = cand[i];
         uintptr_t top = stack_top(&t->stack), sp = (uintptr_t)t->ctx.sp;
         stack_where at;
-        if (top - sp > FZ_MAX_LIVE || !mote__stack_locate(top - 1, &at) ||
-            !fz_register(at.chunk))
+        if (!stack_holds_sp(&t->stack, sp) || top - sp > FZ_MAX_LIVE ||
+            !mote__stack_locate(top - 1, &at) || !fz_register(at.chunk))
             continue;
         uint8_t v = fz_lock(t);
         if (v & FZ_ORPHAN) /* queued again before its worker swept for it */

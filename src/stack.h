@@ -65,6 +65,16 @@ static inline uintptr_t stack_lo(const stack_slot *s)
     return stack_top(s) - stack_class_size(stack_cls(s));
 }
 
+/* Whether a parked task's saved stack pointer sp lies in its own slot.  A
+ * task that parks while running on a stack of its own making (makecontext)
+ * does not: the trim and the freezer must leave it alone, since they act
+ * on [sp, top) (a trim that followed such an sp decommitted unrelated
+ * memory above the slot). */
+static inline bool stack_holds_sp(const stack_slot *s, uintptr_t sp)
+{
+    return sp > stack_lo(s) && sp <= stack_top(s);
+}
+
 /* A slot of class cls not yet placed (a task that has not run). */
 static inline stack_slot stack_unplaced(int cls) { return (stack_slot){(uintptr_t)cls}; }
 

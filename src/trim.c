@@ -152,9 +152,14 @@ static void trim_backoff(task *t, size_t released)
         t->trim_shift--;
 }
 
+/* The bottom of what t keeps: the page holding its saved stack pointer;
+ * nothing to trim (its slot's bottom) when that is not in its slot. */
 static uintptr_t trim_keep(const task *t)
 {
-    uintptr_t keep = (uintptr_t)t->ctx.sp & ~(uintptr_t)(OS_PAGE - 1);
+    uintptr_t sp = (uintptr_t)t->ctx.sp;
+    if (!stack_holds_sp(&t->stack, sp))
+        return stack_lo(&t->stack);
+    uintptr_t keep = sp & ~(uintptr_t)(OS_PAGE - 1);
     return keep > stack_lo(&t->stack) ? keep : stack_lo(&t->stack);
 }
 

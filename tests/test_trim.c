@@ -7,7 +7,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <ucontext.h>
 
 #include "check.h"
 #include "mote.h"
@@ -225,6 +227,68 @@ TEST(eager_trimming_never_touches_live_frames)
 TEST(lazy_trimming_never_touches_live_frames)
 {
     CHECK_EQ(test_run_env("MOTE_STACK_TRIM", NULL, main_churn, NULL), 0);
+}
+
+/* ---- 3b. a task parked on a stack of its own making is left alone ----
+ *
+ * A coroutine library inside a task parks on a stack it mapped itself.  The
+ * trim decommitted from the task's slot up to that stack pointer: with the
+ * stack mapped above the slot, every page in between (other tasks' stacks,
+ * the program's own memory) was lost.  Here the region holding the
+ * coroutine's stack has a marked lower half that must survive. */
+
+#define CO_REGION (512 * 1024)
+static ucontext_t co_task_ctx, co_ctx;
+static uint64_t *co_marks;
+static mote_wg co_done = MOTE_WG_INIT;
+
+static void co_body(void)
+{
+    mote_sleep(300 * MS); /* parked here, on the coroutine's stack */
+    swapcontext(&co_ctx, &co_task_ctx);
+}
+
+static void co_parker(void *arg)
+{
+    char *region = arg;
+    getcontext(&co_ctx);
+    co_ctx.uc_stack.ss_sp = region + CO_REGION / 2;
+    co_ctx.uc_stack.ss_size = CO_REGION / 2;
+    co_ctx.uc_link = &co_task_ctx;
+    makecontext(&co_ctx, co_body, 0);
+    CHECK_EQ(swapcontext(&co_task_ctx, &co_ctx), 0);
+    CHECK_EQ(mote_wg_done(&co_done), 0);
+}
+
+static void main_coroutine(void *arg)
+{
+    (void)arg;
+    /* a region above this task's stack, so above the slots of the chunk */
+    char here, *region = MAP_FAILED;
+    for (uintptr_t off = 1UL << 30; off <= 64UL << 30 && region == MAP_FAILED; off <<= 1)
+        region = mmap((void *)(((uintptr_t)&here + off) & ~(uintptr_t)0xfffff), CO_REGION,
+                      PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    CHECK(region != MAP_FAILED && region > &here);
+    co_marks = (uint64_t *)region;
+    for (size_t i = 0; i < CO_REGION / 2 / 8; i++)
+        co_marks[i] = 0x5eed0000 + i;
+    CHECK_EQ(mote_wg_add(&co_done, 1), 0);
+    CHECK_EQ(mote_go(co_parker, region), 0);
+    CHECK_EQ(mote_wg_wait(&co_done), 0); /* 300 ms parked: trimmed, lazily */
+    for (size_t i = 0; i < CO_REGION / 2 / 8; i++)
+        if (co_marks[i] != 0x5eed0000 + i) {
+            fprintf(stderr, "word %zu of the region lost: %#llx\n", i,
+                    (unsigned long long)co_marks[i]);
+            CHECK(0);
+        }
+    munmap(region, CO_REGION);
+}
+
+TEST(a_task_parked_on_a_stack_of_its_own_making_is_left_alone)
+{
+    CHECK_EQ(test_run_env("MOTE_STACK_TRIM", "eager", main_coroutine, NULL), 0);
+    CHECK_EQ(test_run_env("MOTE_STACK_TRIM", NULL, main_coroutine, NULL), 0);
 }
 
 /* ---- 4. steady spawning of tasks using 16 KiB takes no page faults ---- */
