@@ -123,10 +123,12 @@ void mote__trim_on_park(trim_state *s, task *t)
     }
 }
 
-/* The exact depth of a sampled task: its deepest page is the lowest
- * resident one (all below the top page were decommitted at its start, and
- * the kernel zero-fills a page at first touch), and in it the lowest
- * non-zero word. */
+/* The depth of a sampled task: its deepest page is the lowest resident one
+ * (all below the top page were decommitted at its start, and the kernel
+ * zero-fills a page at first touch), and in it the lowest non-zero word.
+ * A resident page holding only zeros was touched all the same (a zeroed
+ * buffer, say): it counts whole, so the depth is never under the page's
+ * (it was dropped, and a task 150 KB deep measured 0). */
 static void trim_measure(trim_state *s, task *t, uintptr_t low)
 {
     uintptr_t top = stack_top(&t->stack);
@@ -135,8 +137,7 @@ static void trim_measure(trim_state *s, task *t, uintptr_t low)
     const uint64_t *p = (const uint64_t *)low, *end = (const uint64_t *)(low + OS_PAGE);
     while (p < end && *p == 0)
         p++;
-    if (p < end)
-        mote__stackprof_depth(s->prof, t->fn, top - (uintptr_t)p);
+    mote__stackprof_depth(s->prof, t->fn, top - (p < end ? (uintptr_t)p : low));
 }
 
 /* Adapts t's trim delay: pages found again below its stack pointer mean it

@@ -28,6 +28,21 @@ static void deep12k(void *arg)
     (void)arg;
     frame_of(12000);
 }
+/* Its deepest pages hold only zeros (a zeroed buffer): a depth all the
+ * same, not none (it was dropped, and mote-stack then took the entry for
+ * a shallow one). */
+static __attribute__((noinline)) void zeroed_frame_of(size_t n)
+{
+    char buf[n];
+    for (size_t i = 0; i < n; i += 64) /* no call: nothing non-zero below */
+        ((volatile char *)buf)[i] = 0;
+    __asm__ volatile("" : : "r"(buf) : "memory");
+}
+static void zeros40k(void *arg)
+{
+    (void)arg;
+    zeroed_frame_of(40000);
+}
 static mote_chan *gate;
 static void parks_after_6k(void *arg)
 {
@@ -69,6 +84,7 @@ TEST_TASK(depths_are_measured_per_entry_function)
     for (int i = 0; i < 300; i++) {
         CHECK_EQ(mote_go(shallow, NULL), 0);
         CHECK_EQ(mote_go(deep12k, NULL), 0);
+        CHECK_EQ(mote_go(zeros40k, NULL), 0);
     }
     CHECK_EQ(mote_go(parks_after_6k, NULL), 0);
     /* let everything run (main and the parked one stay), and the parked
@@ -89,6 +105,11 @@ TEST_TASK(depths_are_measured_per_entry_function)
     /* + frame_of's own frame (sanitizers add redzones and fake frames) */
     fprintf(stderr, "deep12k measured %ld bytes\n", depth);
     CHECK(depth >= 12000 && depth <= 12000 + (TEST_SANITIZED ? 16384 : 1024));
+    entry("zeros40k", &tasks, &depth);
+    CHECK_EQ(tasks, 300);
+    fprintf(stderr, "zeros40k measured %ld bytes\n", depth);
+    /* the zeroed page counts whole: up to a page more */
+    CHECK(depth >= 40000 && depth <= 40000 + 4096 + (TEST_SANITIZED ? 16384 : 1024));
     entry("shallow", &tasks, &depth);
     CHECK_EQ(tasks, 300);
     CHECK(depth > 0 && depth < (TEST_SANITIZED ? 8192 : 1024)); /* not the scheduler's */
