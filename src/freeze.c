@@ -125,6 +125,13 @@ static struct {
     unsigned char *buf[FZ_BOUNCE_KEEP];
 } fz_bounces;
 
+/* And one more for when the heap has none (MOTE_MEMLIMIT, or no memory):
+ * a thaw must not fail, since its task's stack is nowhere else.  It serves
+ * one thaw at a time (each holds it for one copy); BSS, so resident only
+ * once used. */
+static unsigned char fz_reserve[FZ_MAX_LIVE + OS_PAGE] __attribute__((aligned(OS_PAGE)));
+static int fz_reserve_lock;
+
 static unsigned char *fz_bounce_take(void)
 {
     unsigned char *b = NULL;
@@ -132,11 +139,21 @@ static unsigned char *fz_bounce_take(void)
     if (fz_bounces.n)
         b = fz_bounces.buf[--fz_bounces.n];
     spin_unlock(&fz_bounces.lock);
-    return b ? b : mote_aligned_alloc(OS_PAGE, FZ_MAX_LIVE + OS_PAGE);
+    if (!b)
+        b = mote_aligned_alloc(OS_PAGE, FZ_MAX_LIVE + OS_PAGE);
+    if (!b) {
+        spin_lock(&fz_reserve_lock);
+        b = fz_reserve;
+    }
+    return b;
 }
 
 static void fz_bounce_give(unsigned char *b)
 {
+    if (b == fz_reserve) {
+        spin_unlock(&fz_reserve_lock);
+        return;
+    }
     spin_lock(&fz_bounces.lock);
     if (fz_bounces.n < FZ_BOUNCE_KEEP) {
         fz_bounces.buf[fz_bounces.n++] = b;
@@ -156,8 +173,6 @@ static int fz_restore(task *t, const fz_image *img, bool deep)
     if (deep)
         mote__os_guard((void *)(stack_lo(&t->stack) - STACK_GUARD), STACK_GUARD, true);
     unsigned char *bounce = fz_bounce_take();
-    if (!bounce)
-        return -ENOMEM;
     memset(bounce, 0, sp - lo);
     memcpy(bounce + (sp - lo), img->bytes, img->len);
     int r = mote__os_uffd_copy(fz.ufd, (void *)lo, bounce, top - lo);
@@ -191,6 +206,11 @@ void mote__freeze_thaw(task *t, enum freeze_cause cause, bool stays)
             break;
         case FZ_FROZEN: {
             int64_t t0 = mote__os_now_ns();
+            /* THAWING: a fault on its stack waits for this thread's copy,
+             * so no signal handler may run here until it is done (as in a
+             * freeze batch). */
+            sigset_t oldmask;
+            mote__os_async_signals_block(&oldmask);
             /* Read while THAWING: once ACTIVE, the task may run, end and
              * be freed before the hook is called; the worker outlives the
              * hook (mote__freeze_stop waits for `telling`). */
@@ -219,6 +239,7 @@ void mote__freeze_thaw(task *t, enum freeze_cause cause, bool stays)
              * a test under gcc's TSan and load). */
             fz_lock(t);
             fz_unlock(t, FZ_ACTIVE | outcome);
+            pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
             FETCH_SUB(&mote__freeze_nfrozen, 1, RELAXED);
             FETCH_ADD(&fz.thaw_ns, (uint64_t)(mote__os_now_ns() - t0), RELAXED);
             if (r) { /* (on a task's stack, maybe: no stdio) */
@@ -420,10 +441,25 @@ static int fz_unpopulated(fz_scratch *s, const fz_cand *c, size_t m, size_t i,
     return 0;
 }
 
+static size_t fz_batch(task *const *cand, size_t n, fz_scratch *scratch);
+
 size_t mote__freeze_batch(task *const *cand, size_t n, fz_scratch *scratch)
 {
     if (LOAD(&fz.threshold, RELAXED) < 0 || n == 0)
         return 0;
+    /* Until the batch is published, a fault on a candidate's stack waits
+     * for this thread (and one on a task of a window being deepened waits
+     * for its lock): a signal handler run here that touched one (through a
+     * pointer to a parked task's local) waited on itself for good. */
+    sigset_t old;
+    mote__os_async_signals_block(&old);
+    size_t frozen = fz_batch(cand, n, scratch);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return frozen;
+}
+
+static size_t fz_batch(task *const *cand, size_t n, fz_scratch *scratch)
+{
     if (n > FZ_BATCH)
         n = FZ_BATCH;
     int64_t t0 = mote__os_thread_cpu_ns(); /* per batch: the syscall is noise */

@@ -9,17 +9,21 @@
  * A case that needs freezing skips itself, with the reason from the
  * metrics, where this kernel or sandbox gives no full-mode userfaultfd.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "heap/heap.h"
 #include "mote.h"
 
 /* MOTE_DEBUG=2 walks a whole wait queue after each change, reading records
@@ -966,6 +970,180 @@ TEST_TASK(neighbours_with_and_without_unwritten_pages_freeze_together)
         mote_sleep(MS);
     CHECK_EQ(atomic_load(&un_ok), UN_TASKS);
     CHECK_EQ(mote_chan_free(ut_ch), 0);
+}
+
+/* ---- a signal handler that touches parked tasks' stacks ----
+ *
+ * A program's handler stores through pointers to parked tasks' locals
+ * while a thread sends the signal to every thread, so it often lands on a
+ * worker in the middle of a freeze batch or a thaw.  Faults on a task
+ * being frozen wait for its freezer: a handler run by the freezer itself
+ * waited on itself, and the process hung (6 runs in 6).  No store may be
+ * lost either. */
+
+#define SIG_N TEST_SCALE(1000, 8)
+static _Atomic(_Atomic uint64_t *) sig_ptrs[1000];
+static atomic_ulong sig_sent, sig_hits, sig_sum;
+static atomic_int sig_stop;
+static mote_wg sig_done = MOTE_WG_INIT;
+
+static void sig_touch(int sig)
+{
+    (void)sig;
+    unsigned long k = atomic_fetch_add(&sig_sent, 1);
+    _Atomic uint64_t *p = atomic_load(&sig_ptrs[(k * 2654435761u) % SIG_N]);
+    if (p) {
+        atomic_fetch_add(p, 1);
+        atomic_fetch_add(&sig_hits, 1);
+    }
+}
+
+static void sig_sleeper(void *arg)
+{
+    long i = (long)(intptr_t)arg;
+    _Atomic uint64_t counter = 0;
+    atomic_store(&sig_ptrs[i], &counter);
+    unsigned seed = (unsigned)i;
+    while (!atomic_load(&sig_stop))
+        mote_sleep((2 + rand_r(&seed) % 30) * MS);
+    atomic_store(&sig_ptrs[i], NULL);
+    atomic_fetch_add(&sig_sum, atomic_load(&counter));
+    mote_wg_done(&sig_done);
+}
+
+static void *sig_sender(void *arg)
+{
+    (void)arg;
+    pid_t pid = getpid(), me = (pid_t)syscall(SYS_gettid);
+    while (!atomic_load(&sig_stop)) {
+        DIR *d = opendir("/proc/self/task");
+        if (!d)
+            break;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            pid_t t = atoi(e->d_name);
+            if (t > 0 && t != me)
+                syscall(SYS_tgkill, pid, t, SIGUSR1);
+        }
+        closedir(d);
+        usleep(20);
+    }
+    return NULL;
+}
+
+static void main_signals(void *arg)
+{
+    (void)arg;
+    if (!freezing())
+        return;
+    struct sigaction sa = {.sa_handler = sig_touch, .sa_flags = SA_RESTART}, old;
+    CHECK_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+    CHECK_EQ(mote_wg_add(&sig_done, SIG_N), 0);
+    for (long i = 0; i < SIG_N; i++)
+        CHECK_EQ(mote_go(sig_sleeper, (void *)(intptr_t)i), 0);
+    uint64_t fz0 = metric("/stacks/freeze/freezes:events");
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, sig_sender, NULL), 0);
+    mote_sleep(TEST_SANITIZED ? 1000 * MS : 2000 * MS);
+    atomic_store(&sig_stop, 1);
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    CHECK_EQ(mote_wg_wait(&sig_done), 0);
+    /* signals still pending here are delivered before the handler goes */
+    CHECK_EQ(sigaction(SIGUSR1, &old, NULL), 0);
+    uint64_t freezes = metric("/stacks/freeze/freezes:events") - fz0;
+    printf("%lu signals, %lu stores into parked stacks, %llu freezes meanwhile\n",
+           atomic_load(&sig_sent), atomic_load(&sig_hits), (unsigned long long)freezes);
+    CHECK(freezes > 0 && atomic_load(&sig_hits) > 0);
+    CHECK_EQ(atomic_load(&sig_sum), atomic_load(&sig_hits)); /* no store lost */
+}
+
+TEST(a_signal_handler_touching_parked_stacks_never_hangs_a_freeze)
+{
+    CHECK_EQ(test_run_env("MOTE_STACK_FREEZE", "1ms", main_signals, NULL), 0);
+}
+
+/* ---- a thaw when the heap has nothing left ----
+ *
+ * A thaw copies the image through a 68 KiB buffer from the heap.  With
+ * the heap at MOTE_MEMLIMIT, that allocation failed, the image was freed
+ * all the same and the task ran on zero pages: its frames were gone and
+ * the process crashed (8 runs in 8). */
+
+#define MEM_N TEST_SCALE(500, 5)
+static uint32_t *mem_locs[500];
+static mote_chan *mem_gate;
+static mote_wg mem_done = MOTE_WG_INIT;
+static atomic_int mem_bad;
+
+static void mem_task(void *arg)
+{
+    uint32_t id = (uint32_t)(uintptr_t)arg, s = id * 2654435761u + 1;
+    uint32_t loc[256];
+    for (int i = 0; i < 256; i++)
+        loc[i] = s + (uint32_t)i;
+    mem_locs[id] = loc;
+    mote_chan_recv(mem_gate, NULL);
+    for (int i = 0; i < 256; i++)
+        if (loc[i] != s + (uint32_t)i) {
+            atomic_fetch_add(&mem_bad, 1);
+            break;
+        }
+    mote_wg_done(&mem_done);
+}
+
+static void *mem_reader(void *arg)
+{
+    (void)arg;
+    uint64_t x = 0;
+    for (int i = MEM_N - 1; i >= 0; i--)
+        x += mem_locs[i][3]; /* a fault on a frozen stack: a thaw */
+    return (void *)(uintptr_t)x;
+}
+
+static void main_full_heap(void *arg)
+{
+    (void)arg;
+    if (!freezing())
+        return;
+    mem_gate = mote_chan_make(0, 0);
+    CHECK_EQ(mote_wg_add(&mem_done, MEM_N), 0);
+    for (long i = 0; i < MEM_N; i++)
+        CHECK_EQ(mote_go(mem_task, (void *)(intptr_t)i), 0);
+    CHECK(wait_frozen(MEM_N));
+    /* (the heap read MOTE_MEMLIMIT when this process first allocated) */
+    CHECK_EQ(mote__heap_set_limit(mote__heap_committed_bytes() + (32u << 20)), 0);
+    /* fill the heap to its limit, the biggest blocks first (those a
+     * thaw's buffer is) */
+    static void *keep[200000];
+    size_t nk = 0, sizes[] = {69632, 16384, 1024, 64};
+    for (int z = 0; z < 4; z++)
+        while (nk < sizeof keep / sizeof *keep) {
+            void *p = z ? mote_malloc(sizes[z]) : mote_aligned_alloc(4096, sizes[z]);
+            if (!p)
+                break;
+            memset(p, 1, sizes[z]);
+            keep[nk++] = p;
+        }
+    void *probe = mote_aligned_alloc(4096, 69632);
+    CHECK(probe == NULL); /* no room for a thaw's buffer */
+    pthread_t t[2];
+    for (int k = 0; k < 2; k++)
+        CHECK_EQ(pthread_create(&t[k], NULL, mem_reader, NULL), 0);
+    mote_chan_close(mem_gate);
+    for (int k = 0; k < 2; k++)
+        CHECK_EQ(pthread_join(t[k], NULL), 0);
+    CHECK_EQ(mote_wg_wait(&mem_done), 0);
+    CHECK_EQ(atomic_load(&mem_bad), 0);
+    while (nk)
+        mote_free(keep[--nk]);
+    CHECK_EQ(mote__heap_set_limit(0), 0);
+}
+
+TEST(a_thaw_with_the_heap_at_its_limit_brings_the_stack_back)
+{
+    if (TEST_SANITIZED)
+        return; /* the sanitizer's own allocations are not under the limit */
+    CHECK_EQ(test_run_env("MOTE_STACK_FREEZE", "10ms", main_full_heap, NULL), 0);
 }
 
 TEST_MAIN()

@@ -142,6 +142,11 @@ void mote__os_altstack_fini(void *mem, size_t size);
 void mote__os_sigpipe_block(sigset_t *old);
 /* Takes any SIGPIPE left pending on this thread, then restores old. */
 void mote__os_sigpipe_restore(const sigset_t *old);
+/* Blocks every signal a program may send or raise (all but the
+ * synchronous faults: SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, which a
+ * blocked mask would turn into a kill), saving the old mask; restore it
+ * with pthread_sigmask(SIG_SETMASK, old, NULL). */
+void mote__os_async_signals_block(sigset_t *old);
 /* Starts a detached helper thread with every signal blocked (it must never
  * run a program's signal handler); stack_size 0 is the default.  0 or
  * -errno. */

@@ -71,6 +71,18 @@ void mote__os_altstack_fini(void *mem, size_t size)
     munmap(mem, size);
 }
 
+void mote__os_async_signals_block(sigset_t *old)
+{
+    sigset_t set;
+    sigfillset(&set);
+    sigdelset(&set, SIGSEGV);
+    sigdelset(&set, SIGBUS);
+    sigdelset(&set, SIGILL);
+    sigdelset(&set, SIGFPE);
+    sigdelset(&set, SIGTRAP);
+    pthread_sigmask(SIG_BLOCK, &set, old);
+}
+
 void mote__os_sigpipe_block(sigset_t *old)
 {
     sigset_t set;
