@@ -729,14 +729,23 @@ static void fz_fork_child(void)
     STORE(&fz.threshold, -1, RELAXED);
 }
 
-void mote__freeze_start(int64_t threshold_ns, bool explicit, bool mprotect_guards,
-                        void (*orphaned)(struct worker *w))
+void mote__freeze_start(int64_t threshold_ns, bool explicit, bool trim_off,
+                        bool mprotect_guards, void (*orphaned)(struct worker *w))
 {
     STORE(&fz.orphaned, orphaned, RELEASE);
     STORE(&fz.threshold, -1, RELAXED);
     STORE(&fz.off_reason, FREEZE_ON, RELAXED);
     if (threshold_ns < 0) {
         STORE(&fz.off_reason, FREEZE_OFF_CONFIG, RELAXED);
+        return;
+    }
+    if (trim_off) {
+        static int told; /* once a process, as for an invalid value */
+        if (explicit && !XCHG(&told, 1, RELAXED))
+            mote__os_write_err(
+                "mote: MOTE_STACK_FREEZE is ignored: MOTE_STACK_TRIM=off (a "
+                "stack is frozen by its trim)\n");
+        STORE(&fz.off_reason, FREEZE_OFF_TRIM, RELAXED);
         return;
     }
     if (mprotect_guards) {

@@ -65,6 +65,7 @@ enum freeze_off {
     FREEZE_OFF_KERNEL, /* no userfaultfd or no write-protect (ENOSYS ...) */
     FREEZE_OFF_GUARDS, /* mprotect guards (MOTE_STACK_GUARD=mprotect) */
     FREEZE_OFF_VALGRIND,
+    FREEZE_OFF_TRIM, /* MOTE_STACK_TRIM=off: a stack is frozen by its trim */
 };
 
 typedef struct fz_image {
@@ -80,11 +81,13 @@ extern uint64_t mote__freeze_nfrozen;
 
 /* At the start of a run: threshold_ns < 0 turns freezing off; explicit says
  * the user asked for it (then a user-mode-only userfaultfd is accepted,
- * with a warning).  Starts the fault handler.  Never fails the run.
+ * with a warning); trim_off: MOTE_STACK_TRIM=off, which turns it off too
+ * (a task is frozen by its trim), with a message when it was asked for.
+ * Starts the fault handler.  Never fails the run.
  * orphaned(w), on any thread, tells worker w that a task of its carries
  * FZ_ORPHAN; it is not called once mote__freeze_stop has returned. */
-void mote__freeze_start(int64_t threshold_ns, bool explicit, bool mprotect_guards,
-                        void (*orphaned)(struct worker *w));
+void mote__freeze_start(int64_t threshold_ns, bool explicit, bool trim_off,
+                        bool mprotect_guards, void (*orphaned)(struct worker *w));
 /* At the end of a run, when no task remains: stops the handler. */
 void mote__freeze_stop(void);
 /* ns a task must stay parked to be frozen, or -1 when freezing is off. */

@@ -600,7 +600,7 @@ static int sched_config(run_config *c)
     mote__option_read(OPT_STACK_GUARD, &v);
     c->guard_mprotect = v == 1;
     mote__option_read(OPT_STACK_FREEZE, &v);
-    c->freeze_ns = v == OPT_OFF || c->trim == TRIM_OFF ? -1 : (int64_t)v;
+    c->freeze_ns = v == OPT_OFF ? -1 : (int64_t)v;
     c->freeze_explicit = mote__option_is_set(OPT_STACK_FREEZE);
     mote__option_read(OPT_MEMLIMIT, &v);
     c->memlimit = v == OPT_OFF ? 0 : v;
@@ -682,8 +682,8 @@ int mote_run(mote_fn main_fn, void *arg)
     }
     mote__overflow_install();
     mote__stack_configure(rt.cfg.guard_mprotect);
-    mote__freeze_start(rt.cfg.freeze_ns, rt.cfg.freeze_explicit, rt.cfg.guard_mprotect,
-                       sched_orphaned);
+    mote__freeze_start(rt.cfg.freeze_ns, rt.cfg.freeze_explicit, rt.cfg.trim == TRIM_OFF,
+                       rt.cfg.guard_mprotect, sched_orphaned);
     mote__offload_configure(rt.cfg.blocking_threads);
     int n = rt.cfg.workers;
     worker *ws = mote_aligned_alloc(64, sizeof(worker) * (size_t)n);

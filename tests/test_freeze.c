@@ -738,10 +738,21 @@ static void off_main(void *arg)
     CHECK_EQ(metric("/stacks/frozen:tasks"), 0);
 }
 
+static void trim_off_main(void *arg)
+{
+    (void)arg;
+    CHECK_EQ(metric("/stacks/freeze/mode:enum"), 0);
+    CHECK_EQ(metric("/stacks/freeze/off-reason:enum"), 6); /* the trim is off */
+}
+
 TEST(off_when_configured_off_and_the_metric_says_why)
 {
     setenv("MOTE_STACK_FREEZE", "off", 1);
     CHECK_EQ(mote_run(off_main, NULL), 0);
+    /* asked for, but the trim that freezes is off: the metric says so (it
+     * said "MOTE_STACK_FREEZE=off"), and so does stderr */
+    setenv("MOTE_STACK_FREEZE", "1ms", 1);
+    CHECK_EQ(test_run_env("MOTE_STACK_TRIM", "off", trim_off_main, NULL), 0);
     setenv("MOTE_STACK_FREEZE", "bogus", 1);
     CHECK_EQ(mote_run(off_main, NULL), -EINVAL);
 }
