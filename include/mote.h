@@ -384,7 +384,9 @@ MOTE_API void mote_mem_release(void);
  * by call stack, then the process's memory map).  The profiler runs when
  * MOTE_HEAPPROFILE names a file (also written at exit); rate:
  * MOTE_HEAPPROFILE_RATE.  0, -ENODATA when the profiler is off, or the
- * -errno of a failed write.  Any thread, any time; libmote-malloc.so
+ * -errno of a failed write (-EPIPE, not SIGPIPE, for a reader that went
+ * away; -EDEADLK in a signal handler that interrupted its thread's own
+ * write).  Any thread, any time (writers take turns); libmote-malloc.so
  * exports it too. */
 MOTE_API int mote_heap_profile_write(int fd);
 

@@ -12,14 +12,18 @@
  * The pprof cases exit 77 (skip) when `go` is not installed; the
  * LD_PRELOAD case also in sanitizer builds (the sanitizer owns malloc).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,7 +70,7 @@ typedef void *(*alloc_fn)(size_t);
 typedef void (*free_fn)(void *);
 static alloc_fn A;
 static free_fn F;
-static void *volatile kept[60000];
+static void *volatile kept[200000];
 static int nkept;
 
 __attribute__((noinline)) void site_small_kept(void)
@@ -132,6 +136,22 @@ static void run_dtor_sites(void)
     }
 }
 
+/* Blocks of just under 128 KiB had no class for the sample's trailer and
+ * were never sampled, at any rate. */
+__attribute__((noinline)) void site_128k_kept(void)
+{
+    for (int i = 0; i < 100; i++) /* 100 x 131072 = 13,107,200 B in use */
+        kept[nkept++] = A(131072);
+}
+
+/* An aligned block was recorded at its class's size (128 here), not the
+ * size asked for (100). */
+__attribute__((noinline)) void site_aligned_kept(void)
+{
+    for (int i = 0; i < 100000; i++) /* 100,000 x 100 = 10,000,000 B in use */
+        kept[nkept++] = mote_aligned_alloc(64, 100);
+}
+
 static void run_sites(void)
 {
     site_small_kept();
@@ -140,6 +160,10 @@ static void run_sites(void)
     site_huge_kept();
     site_churn();
     run_dtor_sites();
+    if (A == mote_malloc) {
+        site_128k_kept();
+        site_aligned_kept();
+    }
 }
 
 /* (the program under LD_PRELOAD has the first five) */
@@ -147,9 +171,14 @@ static const struct {
     const char *fn;
     double inuse, alloc;
 } truth[] = {
-    {"site_small_kept", 20e6, 20e6}, {"site_bitmap_kept", 15e6, 15e6},
-    {"site_large_kept", 12e6, 12e6}, {"site_huge_kept", 15e6, 15e6},
-    {"site_churn", 0, 64e6},         {"site_dtor_kept", 12e6, 12e6},
+    {"site_small_kept", 20e6, 20e6},
+    {"site_bitmap_kept", 15e6, 15e6},
+    {"site_large_kept", 12e6, 12e6},
+    {"site_huge_kept", 15e6, 15e6},
+    {"site_churn", 0, 64e6},
+    {"site_dtor_kept", 12e6, 12e6},
+    {"site_128k_kept", 13107200, 13107200},
+    {"site_aligned_kept", 10e6, 10e6},
 };
 
 /* Child mode: allocate, then write the profile on demand to $PROF_OUT (and
@@ -443,6 +472,190 @@ TEST(threads_sample_while_profiles_are_written)
     const char *env[] = {"MOTE_HEAPPROFILE", path, "MOTE_HEAPPROFILE_RATE", "2K", NULL};
     CHECK_EQ(run_child(env, self, "child_threads"), 0);
     CHECK(file_starts_with(path, "heap profile: "));
+}
+
+/* ---- realloc, signals, fork, odd paths and readers ---- */
+
+/* A child with the profiler on: a huge buffer grown by realloc moves its
+ * pages (mremap) as it does with the profiler off (it was copied at every
+ * step: 64 s to grow to 128 MiB), and the profile counts what is in use. */
+__attribute__((noinline)) void *site_grown(void)
+{
+    char *p = NULL;
+    size_t n = 3u << 20;
+    int moves = 0;
+    while (n < (96u << 20)) {
+        char *q = mote_realloc(p, n);
+        CHECK(q != NULL);
+        moves += p && q != p;
+        q[n - 1] = 1;
+        p = q;
+        n += n / 50;
+    }
+    fprintf(stderr, "grown to %zu bytes, %d moves\n", n, moves);
+    CHECK(moves < 20);
+    return p;
+}
+
+TEST(child_realloc)
+{
+    if (!is_child())
+        return;
+    void *p = site_grown();
+    size_t last = mote_usable_size(p);
+    int fd = open(getenv("PROF_OUT"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0);
+    CHECK_EQ(mote_heap_profile_write(fd), 0);
+    close(fd);
+    printf("%zu\n", last);
+    exit(0);
+}
+
+TEST(a_huge_buffer_grown_by_realloc_moves_its_pages_under_the_profiler)
+{
+    find_self();
+    char out[PATH_MAX + 300];
+    snprintf(out, sizeof out, "%s/realloc.heap", dir);
+    const char *env[] = {
+        "MOTE_HEAPPROFILE", out, "MOTE_HEAPPROFILE_RATE", "8K", "PROF_OUT", out, NULL};
+    CHECK_EQ(run_child(env, self, "child_realloc"), 0);
+    if (!have_go())
+        return;
+    double in = pprof_bytes(self, out, "inuse_space", "site_grown");
+    fprintf(stderr, "site_grown in use %.0f\n", in);
+    CHECK(in >= 90e6 && in <= 110e6); /* the last size, ~96-98 MiB */
+}
+
+static atomic_int handler_writes, handler_busy;
+
+static void write_in_handler(int sig)
+{
+    (void)sig;
+    int fd = open("/dev/null", O_WRONLY);
+    int r = mote_heap_profile_write(fd);
+    CHECK(r == 0 || r == -EDEADLK); /* (its thread was writing one) */
+    atomic_fetch_add(r ? &handler_busy : &handler_writes, 1);
+    close(fd);
+}
+
+TEST(child_signal)
+{
+    if (!is_child())
+        return;
+    /* a profile on a signal, while the thread may be writing one (it
+     * waited on itself, for good) */
+    struct sigaction sa = {.sa_handler = write_in_handler, .sa_flags = SA_RESTART};
+    CHECK_EQ(sigaction(SIGALRM, &sa, NULL), 0);
+    struct itimerval it = {{0, 500}, {0, 500}};
+    CHECK_EQ(setitimer(ITIMER_REAL, &it, NULL), 0);
+    int fd = open("/dev/null", O_WRONLY);
+    for (int i = 0; i < TEST_SCALE(2000, 10); i++)
+        CHECK_EQ(mote_heap_profile_write(fd), 0);
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+    close(fd);
+    fprintf(stderr, "profiles written in a handler: %d, refused: %d\n",
+            atomic_load(&handler_writes), atomic_load(&handler_busy));
+    CHECK(atomic_load(&handler_writes) + atomic_load(&handler_busy) > 0);
+    /* a reader that went away: -EPIPE, and the process lives */
+    int p[2];
+    CHECK_EQ(pipe(p), 0);
+    close(p[0]);
+    CHECK_EQ(mote_heap_profile_write(p[1]), -EPIPE);
+    close(p[1]);
+    exit(0);
+}
+
+static void *slow_reader_writer(void *arg)
+{
+    return (void *)(intptr_t)mote_heap_profile_write((int)(intptr_t)arg);
+}
+
+TEST(child_fork)
+{
+    if (!is_child())
+        return;
+    /* a writer blocked on a reader that does not read yet: a fork waited
+     * for it (and the reader was the child being forked) */
+    int p[2];
+    CHECK_EQ(pipe(p), 0);
+    CHECK(fcntl(p[1], F_SETPIPE_SZ, 4096) > 0);
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, slow_reader_writer, (void *)(intptr_t)p[1]), 0);
+    usleep(100 * 1000); /* it fills the pipe and blocks */
+    alarm(20);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0)
+        _exit(0);
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    alarm(0);
+    char buf[4096];
+    void *ret = NULL;
+    CHECK_EQ(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+    for (;;) { /* drain until the writer is done */
+        if (read(p[0], buf, sizeof buf) > 0)
+            continue;
+        if (pthread_tryjoin_np(t, &ret) == 0)
+            break;
+        usleep(1000);
+    }
+    CHECK_EQ((intptr_t)ret, 0);
+    exit(0);
+}
+
+TEST(a_profile_on_a_signal_a_dead_reader_or_a_slow_one_is_no_trouble)
+{
+    find_self();
+    const char *env[] = {"MOTE_HEAPPROFILE", "/dev/null", NULL};
+    CHECK_EQ(run_child(env, self, "child_signal"), 0);
+    CHECK_EQ(run_child(env, self, "child_fork"), 0);
+}
+
+TEST(child_proctitle)
+{
+    if (!is_child())
+        return;
+    for (int i = 0; i < 1000; i++)
+        mote_free(mote_malloc(4000));
+    /* as nginx and postgres do for their process title */
+    char *v = getenv("MOTE_HEAPPROFILE");
+    memset(v, 'x', strlen(v));
+    alarm(20);
+    exit(0);
+}
+
+TEST(the_profile_path_outlives_the_environment_and_odd_paths_are_refused)
+{
+    find_self();
+    char path[PATH_MAX + 300];
+    snprintf(path, sizeof path, "%s/title.heap", dir);
+    unlink(path);
+    const char *env[] = {"MOTE_HEAPPROFILE", path, "MOTE_HEAPPROFILE_RATE", "4K", NULL};
+    CHECK_EQ(run_child(env, self, "child_proctitle"), 0);
+    CHECK(file_starts_with(path, "heap profile: "));
+    /* a FIFO nobody reads: a message, not an exit held for good */
+    char fifo[PATH_MAX + 300];
+    snprintf(fifo, sizeof fifo, "%s/fifo.heap", dir);
+    unlink(fifo);
+    CHECK_EQ(mkfifo(fifo, 0600), 0);
+    const char *fenv[] = {"MOTE_HEAPPROFILE", fifo, NULL};
+    CHECK_EQ(run_child(fenv, self, "child_exit_only"), 0);
+    /* a path too long: refused (it was cut short and written elsewhere) */
+    static char lng[4200];
+    int n = snprintf(lng, sizeof lng, "%s/", dir);
+    memset(lng + n, 'y', sizeof lng - 1 - (size_t)n);
+    const char *lenv[] = {"MOTE_HEAPPROFILE", lng, NULL};
+    CHECK_EQ(run_child(lenv, self, "child_exit_only"), 0);
+    char cut[PATH_MAX + 300];
+    snprintf(cut, sizeof cut, "%s/yyyy", dir);
+    DIR *d = opendir(dir);
+    CHECK(d != NULL);
+    struct dirent *e;
+    while ((e = readdir(d)))
+        CHECK(strncmp(e->d_name, "yyyy", 4) != 0);
+    closedir(d);
 }
 
 TEST_MAIN()

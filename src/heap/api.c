@@ -70,8 +70,20 @@ static void heap_config_load(void)
         mote__heap_cfg.stats = v == 0 ? 0 : v == 2 ? 2 : 1;
     if (mote__option_read(OPT_HEAPPROFILE_RATE, &v) == 0)
         mote__heap_cfg.prof_rate = v;
-    if (mote__option_read(OPT_HEAPPROFILE, &v) == 0 && v)
-        mote__heap_cfg.prof_path = getenv(mote__options[OPT_HEAPPROFILE].name);
+    if (mote__option_read(OPT_HEAPPROFILE, &v) == 0 && v) {
+        /* A copy: a program that rewrites its environment for its process
+         * title (nginx, postgres) wiped the path, and wrote no profile. */
+        static char path[HEAP_PROF_PATH_MAX];
+        const char *e = getenv(mote__options[OPT_HEAPPROFILE].name);
+        size_t len = e ? strlen(e) : 0;
+        if (len >= sizeof path) {
+            mote__os_write_err("mote: MOTE_HEAPPROFILE is longer than 4000 bytes: the "
+                               "profiler stays off\n");
+        } else if (e) {
+            memcpy(path, e, len + 1);
+            mote__heap_cfg.prof_path = path;
+        }
+    }
 }
 
 void mote__heap_invalid_free(const void *p, const char *what)
@@ -413,10 +425,25 @@ HEAP_INLINE void *heap_memalign(size_t align, size_t n)
         unsigned c = sizeclass_of(n < align ? align : n);
         while (c < HEAP_NCLS && mote__sizeclass_size[c] % align)
             c++;
-        if (c < HEAP_NCLS)
-            return heap_alloc_cls(c, mote__sizeclass_size[c], false);
+        if (c < HEAP_NCLS) /* n: what the profiler records */
+            return heap_alloc_cls(c, n, false);
     }
     return HEAP_CALL(heap_alloc_big(n, align, NULL, false));
+}
+
+/* A huge block that realloc moved with mremap, seen by the profiler as
+ * the free and the allocation it is: a sampled old block's sample ends,
+ * and the new size counts toward the next sample like any allocation. */
+static HEAP_NOINLINE void heap_prof_moved(void *q, size_t n)
+{
+    heap_page *pg = heap_page_of(q, "realloc");
+    if (pg->prof)
+        mote__prof_free(pg, q);
+    heap_tcache *h = mote__heap_tls;
+    if (h != &mote__heap_tcache_empty && (h->sample_left -= (int64_t)n) < 0) {
+        void **fp = __builtin_frame_address(0); /* fp[0]: the entry point's */
+        mote__prof_note_big(h, pg, n, fp[0]);
+    }
 }
 
 HEAP_INLINE void *heap_realloc(void *p, size_t n)
@@ -436,16 +463,20 @@ HEAP_INLINE void *heap_realloc(void *p, size_t n)
             HEAP_UNLIKELY(((const heap_block *)p)->cookie ==
                           ((uintptr_t)p ^ mote__heap_key)))
             mote__heap_invalid_free(p, "realloc");
+        if (HEAP_UNLIKELY(pg->prof))
+            mote__prof_resize(pg, p, n);
         return p;
     }
     /* A huge block stays huge: its pages move, no byte is copied (growing
-     * a 64 MiB buffer in 1.6% steps copied 4 GB: 46x glibc's time).  Not
-     * when the profiler counts it as the free and allocation it is. */
-    if (pg->kind == HEAP_PAGE_HUGE && n > HEAP_LARGE_MAX && !pg->prof &&
-        !LOAD(&mote__prof_on, RELAXED)) {
+     * a 64 MiB buffer in 1.6% steps copied 4 GB: 46x glibc's time; with
+     * the profiler on, growing to 128 MiB took 64 s). */
+    if (pg->kind == HEAP_PAGE_HUGE && n > HEAP_LARGE_MAX) {
         void *q = mote__arena_huge_realloc(heap_segment_of(pg), n);
-        if (q)
+        if (q) {
+            if (LOAD(&mote__prof_on, RELAXED))
+                heap_prof_moved(q, n);
             return q;
+        }
     }
     void *q = heap_malloc_inline(n, false);
     if (!q)

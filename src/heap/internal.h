@@ -350,11 +350,14 @@ HEAP_COLD __attribute__((noreturn)) void mote__heap_invalid_free(const void *p,
                                                                  const char *what);
 
 /* ---- the allocator's MOTE_* variables (read at init from option.h) ---- */
+/* The longest MOTE_HEAPPROFILE taken (with "%p" expanded it must fit a
+ * file name buffer of 4096). */
+#define HEAP_PROF_PATH_MAX 4000
 typedef struct heap_config {
     uint32_t decay_ms;
     uint64_t limit;        /* 0: none */
     int stats;             /* 0 none, 1 text, 2 json */
-    const char *prof_path; /* MOTE_HEAPPROFILE, NULL: profiler off */
+    const char *prof_path; /* MOTE_HEAPPROFILE (a copy), NULL: profiler off */
     uint64_t prof_rate;    /* MOTE_HEAPPROFILE_RATE */
 } heap_config;
 extern heap_config mote__heap_cfg;
@@ -496,6 +499,8 @@ void mote__prof_cache_init(heap_tcache *h);
 void *mote__prof_alloc_small(heap_tcache *h, unsigned cls, size_t n, void *entry_fp);
 /* Records a large or huge block just allocated (pg its page) as sampled. */
 void mote__prof_note_big(heap_tcache *h, heap_page *pg, size_t n, void *entry_fp);
+/* A sampled block realloc kept in place now holds n bytes. */
+void mote__prof_resize(heap_page *pg, const void *p, size_t n);
 /* A sampled block is being freed (pg->prof is set). */
 void mote__prof_free(heap_page *pg, const void *p);
 /* Usable bytes of a block of a page that holds sampled blocks. */

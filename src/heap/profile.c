@@ -33,6 +33,8 @@
  * memory map), written with write(2) and no allocation.
  */
 #include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -246,9 +248,19 @@ void *mote__prof_alloc_small(heap_tcache *h, unsigned cls, size_t n, void *entry
     unsigned c = sizeclass_of(need);
     while (c < HEAP_NCLS && (mote__sizeclass_size[c] & (mote__sizeclass_size[c] - 1)))
         c++;
-    if (c == HEAP_NCLS) { /* no room: count it, unsampled (rare: ~128 KiB) */
-        h->sample_left = LOAD(&mote__prof_on, RELAXED) ? prof_interval(h) : INT64_MAX;
-        return NULL;
+    if (c == HEAP_NCLS) {
+        /* No class holds it with its trailer (just under 128 KiB, a common
+         * buffer size, which was never sampled): a large block, which
+         * keeps the sample in its page and is slice-aligned. */
+        void *p = mote__arena_large_alloc(n, 0);
+        if (!p) {
+            h->sample_left = LOAD(&mote__prof_on, RELAXED) ? prof_interval(h) : INT64_MAX;
+            return NULL;
+        }
+        heap_segment *seg = heap_segment_of(p);
+        mote__prof_note_big(h, seg->map[((uintptr_t)p >> HEAP_SLICE_SHIFT) & 63], n,
+                            entry_fp);
+        return p;
     }
     int64_t b = prof_record(h, n, entry_fp);
     if (b < 0)
@@ -274,6 +286,30 @@ void mote__prof_note_big(heap_tcache *h, heap_page *pg, size_t n, void *entry_fp
         return;
     pg->prof_info = (uint64_t)b << 40 | (uint64_t)n;
     pg->prof = 1;
+}
+
+void mote__prof_resize(heap_page *pg, const void *p, size_t n)
+{
+    uint64_t *info;
+    if (pg->kind == HEAP_PAGE_LARGE || pg->kind == HEAP_PAGE_HUGE) {
+        info = &pg->prof_info;
+    } else {
+        uint64_t *t = prof_trailer(pg, p);
+        if (t[0] != (PROF_MAGIC ^ (uintptr_t)p))
+            return;
+        info = &t[1];
+    }
+    uint32_t b = (uint32_t)(*info >> 40);
+    uint64_t old = *info & ((1ULL << 40) - 1);
+    if (b >= PROF_BUCKETS || !prof_table || n >= (1ULL << 40))
+        return;
+    prof_counts *c =
+        &prof_stripe[LOAD(&mote__heap_tls, RELAXED)->id & (PROF_STRIPES - 1)][b];
+    if (n < old) /* in use falls; what was allocated stays allocated */
+        FETCH_ADD(&c->free_bytes, old - n, RELAXED);
+    else
+        FETCH_ADD(&c->alloc_bytes, n - old, RELAXED);
+    *info = (uint64_t)b << 40 | (uint64_t)n;
 }
 
 void mote__prof_free(heap_page *pg, const void *p)
@@ -379,12 +415,19 @@ static void bucket_read(uint32_t b, uint64_t v[4])
     v[1] = ab > fb ? ab - fb : 0;
 }
 
-/* One writer at a time (its buffer is static); held across fork by the
- * heap's atfork handlers, so a child never inherits it held. */
+/* One writer at a time (its buffer is static).  Not taken across fork: a
+ * writer may block in write(2) for as long as its reader likes (a fork
+ * then waited for it: a pipe to the child it was forking never drained);
+ * the child, which has no writer, starts with it free. */
 static heap_lock prof_write_lock = HEAP_LOCK_INIT;
+/* Set by a thread from before it takes the lock until after it lets go:
+ * a signal handler of that thread that writes a profile too is told
+ * instead of waiting on itself for good. */
+static __thread volatile sig_atomic_t prof_in_write
+    __attribute__((tls_model("initial-exec")));
 
-void mote__prof_fork_prepare(void) { heap_lock_acquire(&prof_write_lock); }
-void mote__prof_fork_parent(void) { heap_lock_release(&prof_write_lock); }
+void mote__prof_fork_prepare(void) {}
+void mote__prof_fork_parent(void) {}
 void mote__prof_fork_child(void) { STORE(&prof_write_lock.v, 0, RELEASE); }
 
 int mote__prof_write(int fd)
@@ -394,6 +437,13 @@ int mote__prof_write(int fd)
     if (fd < 0)
         return -EBADF;
     static prof_out o; /* under prof_write_lock: no stack of 4 KiB */
+    /* (a reader that went away is -EPIPE, not SIGPIPE) */
+    if (prof_in_write)
+        return -EDEADLK;
+    prof_in_write = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    sigset_t old;
+    mote__os_sigpipe_block(&old);
     heap_lock_acquire(&prof_write_lock);
     o.fd = fd;
     o.err = 0;
@@ -447,6 +497,9 @@ int mote__prof_write(int fd)
     out_flush(&o);
     int err = o.err;
     heap_lock_release(&prof_write_lock);
+    mote__os_sigpipe_restore(&old); /* takes a SIGPIPE the writes raised */
+    atomic_signal_fence(memory_order_seq_cst);
+    prof_in_write = 0;
     return err;
 }
 
@@ -457,10 +510,11 @@ void mote__prof_write_at_exit(void)
         return;
     /* "%p" becomes the pid; without it only the process that read the
      * variable writes (a forked child would overwrite its parent's file). */
-    char name[4096];
+    char name[HEAP_PROF_PATH_MAX * 2]; /* each "%p" (2 bytes) -> 10 digits at most */
     size_t n = 0;
     bool pid_in_name = false;
-    for (const char *s = path; *s && n < sizeof name - 24; s++) {
+    const char *s = path;
+    for (; *s && n < sizeof name - 24; s++) {
         if (s[0] == '%' && s[1] == 'p') {
             char d[16];
             int i = 16, pid = (int)getpid();
@@ -479,7 +533,17 @@ void mote__prof_write_at_exit(void)
     name[n] = 0;
     if (!pid_in_name && (int)getpid() != prof_pid)
         return;
-    int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (*s) { /* (it was cut short, and written to some other file) */
+        mote__os_write_err(
+            "mote: MOTE_HEAPPROFILE: the file name is too long, no profile "
+            "written\n");
+        return;
+    }
+    /* O_NONBLOCK: a FIFO with no reader fails (ENXIO) instead of holding
+     * the exit for good; cleared at once for the writes. */
+    int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
+    if (fd >= 0)
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     if (fd < 0) {
         char msg[256];
         snprintf(msg, sizeof msg, "mote: MOTE_HEAPPROFILE: cannot open %.180s\n", name);
