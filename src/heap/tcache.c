@@ -376,6 +376,18 @@ static inline __attribute__((always_inline)) void rbuf_put(heap_tcache *h,
 
 /* ---- foreign lists (see HEAP_PAGE_FOREIGN in internal.h) ---- */
 
+/* A list descriptor (foreign list or stash) of class c, empty, room for
+ * cap blocks. */
+static void list_page_init(heap_page *l, uint8_t kind, unsigned c, uint32_t cap)
+{
+    l->kind = kind;
+    l->cls = (uint8_t)c;
+    l->bsize = mote__sizeclass_size[c];
+    l->reserved = cap;
+    l->free = NULL;
+    page_used_set(l, cap);
+}
+
 static void foreign_init(heap_tcache *h)
 {
     for (unsigned c = 1; c < HEAP_BITMAP_CLS; c++) {
@@ -393,28 +405,17 @@ static void foreign_init(heap_tcache *h)
             cap = cap < HEAP_FOREIGN_MIN ? HEAP_FOREIGN_MIN : cap;
             cap = cap > HEAP_FOREIGN_MAX ? HEAP_FOREIGN_MAX : cap;
         }
-        f->kind = HEAP_PAGE_FOREIGN;
-        f->cls = (uint8_t)c;
-        f->bsize = bsize;
-        f->reserved = cap;
-        f->free = NULL;
-        page_used_set(f, cap);
+        list_page_init(f, HEAP_PAGE_FOREIGN, c, cap);
     }
 }
 
 static void stash_init(heap_tcache *h)
 {
     for (unsigned c = HEAP_BITMAP_CLS; c < HEAP_NCLS; c++) {
-        heap_page *s = &h->stash[c - HEAP_BITMAP_CLS];
         uint32_t bsize = mote__sizeclass_size[c];
-        uint32_t cap =
-            bsize <= HEAP_STASH_BYTES ? (uint32_t)(HEAP_STASH_BYTES / bsize) : 0;
-        s->kind = HEAP_PAGE_STASH;
-        s->cls = (uint8_t)c;
-        s->bsize = bsize;
-        s->reserved = cap;
-        s->free = NULL;
-        page_used_set(s, cap);
+        list_page_init(&h->stash[c - HEAP_BITMAP_CLS], HEAP_PAGE_STASH, c,
+                       bsize <= HEAP_STASH_BYTES ? (uint32_t)(HEAP_STASH_BYTES / bsize)
+                                                 : 0);
         h->cur[c] = stash_cur(h, c);
     }
 }
