@@ -144,11 +144,13 @@ __attribute__((unused)) static bool tcache_valid(heap_tcache *h)
                 pg->kind != (bm ? HEAP_PAGE_BITMAP : HEAP_PAGE_SMALL) ||
                 (bm && pg->owner == h))
                 return false;
+            /* one load: the scavenger puts claimed blocks back and clears
+             * PURGING in one store, which could fall between two */
+            uint64_t bits = bm ? LOAD(&pg->bits, RELAXED) : 0;
             if (bm &&
                 page_used(pg) !=
-                    pg->reserved - (uint32_t)__builtin_popcountll(
-                                       LOAD(&pg->bits, RELAXED) & bm_all(pg)) &&
-                !(LOAD(&pg->bits, RELAXED) & HEAP_BM_PURGING))
+                    pg->reserved - (uint32_t)__builtin_popcountll(bits & bm_all(pg)) &&
+                !(bits & HEAP_BM_PURGING))
                 return false;
             cur_found |= pg == h->cur[c];
         }
