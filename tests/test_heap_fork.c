@@ -3,6 +3,7 @@
  * cross-thread): the child must be able to allocate, free blocks the
  * parent made, and exit cleanly, every time; the parent carries on.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "heap/internal.h"
 #include "mote.h"
 
 static atomic_int stop;
@@ -87,6 +89,56 @@ TEST(fork_while_threads_allocate_leaves_child_heap_usable)
     for (int i = 0; i < 64; i++)
         mote_free(atomic_exchange(&cell[i], NULL));
     mote_free(keep);
+}
+
+/* A thread printing the heap's statistics to a stderr nobody reads (a full
+ * pipe) blocks in write(2); a fork then waited for it, for good (the
+ * atfork handler took the printer's lock). */
+static void *print_stats(void *arg)
+{
+    (void)arg;
+    mote__stats_print(false);
+    return NULL;
+}
+
+TEST(fork_does_not_wait_for_a_blocked_statistics_printer)
+{
+    int p[2];
+    CHECK_EQ(pipe(p), 0);
+    CHECK(fcntl(p[1], F_SETPIPE_SZ, 4096) > 0);
+    int saved = dup(2);
+    CHECK(saved >= 0);
+    CHECK(dup2(p[1], 2) == 2);
+    char fill[4096];
+    memset(fill, 'x', sizeof fill);
+    CHECK(fcntl(p[1], F_SETFL, O_NONBLOCK) == 0);
+    while (write(p[1], fill, sizeof fill) > 0) /* full */
+        ;
+    CHECK(fcntl(p[1], F_SETFL, 0) == 0);
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, print_stats, NULL), 0);
+    usleep(100 * 1000); /* it blocks in write */
+    alarm(20);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0)
+        _exit(0);
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st));
+    alarm(0);
+    char buf[4096];
+    CHECK(fcntl(p[0], F_SETFL, O_NONBLOCK) == 0);
+    for (;;) { /* drain until the printer is done */
+        if (read(p[0], buf, sizeof buf) > 0)
+            continue;
+        if (pthread_tryjoin_np(t, NULL) == 0)
+            break;
+        usleep(1000);
+    }
+    dup2(saved, 2);
+    close(saved);
+    close(p[0]);
+    close(p[1]);
 }
 
 TEST_MAIN()

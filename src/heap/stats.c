@@ -111,10 +111,12 @@ void mote__stats_summary(heap_summary *out)
 static char stats_buf[16384];
 static heap_lock stats_lock = HEAP_LOCK_INIT;
 
-/* Held across fork (the heap's atfork handlers): a child of a thread that
- * was printing must not inherit the lock held (its malloc_stats hung). */
-void mote__stats_fork_prepare(void) { heap_lock_acquire(&stats_lock); }
-void mote__stats_fork_parent(void) { heap_lock_release(&stats_lock); }
+/* Not taken across fork: a printer may block in write(2) for as long as
+ * its reader likes (stderr a full pipe: a fork waited for it); the child,
+ * which has no printer, starts with it free (its malloc_stats hung when it
+ * inherited it held). */
+void mote__stats_fork_prepare(void) {}
+void mote__stats_fork_parent(void) {}
 void mote__stats_fork_child(void) { STORE(&stats_lock.v, 0, RELEASE); }
 
 void mote__stats_print(bool json)
