@@ -526,6 +526,61 @@ TEST(a_huge_buffer_grown_by_realloc_moves_its_pages_under_the_profiler)
     CHECK(in >= 90e6 && in <= 110e6); /* the last size, ~96-98 MiB */
 }
 
+/* Large blocks realloc keeps in place while their size changes: pprof
+ * weighs a sample by the size it was drawn at, so each is drawn again at
+ * its new size (a shrunk block kept its old size, then read its new one
+ * with the old weight: 1.5x, then 1.15x its bytes). */
+__attribute__((noinline)) void site_shrunk(void)
+{
+    for (int i = 0; i < 400; i++) { /* 400 x 400,000 = 160,000,000 B in use */
+        void *p = mote_malloc(600000);
+        CHECK(mote_realloc(p, 400000) == p); /* in place, or this means nothing */
+        kept[nkept++] = p;
+    }
+}
+
+__attribute__((noinline)) void site_grown_in_place(void)
+{
+    for (int i = 0; i < 400; i++) { /* 400 x 450,000 = 180,000,000 B in use */
+        void *p = mote_malloc(400000);
+        CHECK(mote_realloc(p, 450000) == p);
+        kept[nkept++] = p;
+    }
+}
+
+TEST(child_resize)
+{
+    if (!is_child())
+        return;
+    site_shrunk();
+    site_grown_in_place();
+    int fd = open(getenv("PROF_OUT"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0);
+    CHECK_EQ(mote_heap_profile_write(fd), 0);
+    close(fd);
+    exit(0);
+}
+
+TEST(blocks_resized_in_place_are_weighed_right)
+{
+    if (!have_go()) {
+        fprintf(stderr, "go is not installed: skipped\n");
+        exit(77);
+    }
+    find_self();
+    char out[PATH_MAX + 300];
+    snprintf(out, sizeof out, "%s/resize.heap", dir);
+    const char *env[] = {
+        "MOTE_HEAPPROFILE", out, "MOTE_HEAPPROFILE_RATE", "256K", "PROF_OUT", out, NULL};
+    CHECK_EQ(run_child(env, self, "child_resize"), 0);
+    double s = pprof_bytes(self, out, "inuse_space", "site_shrunk");
+    double g = pprof_bytes(self, out, "inuse_space", "site_grown_in_place");
+    fprintf(stderr, "in use: shrunk %.0f (true 160000000), grown %.0f (true 180000000)\n",
+            s, g);
+    CHECK(s >= 160e6 * 0.9 && s <= 160e6 * 1.1);
+    CHECK(g >= 180e6 * 0.9 && g <= 180e6 * 1.1);
+}
+
 static atomic_int handler_writes, handler_busy;
 
 static void write_in_handler(int sig)

@@ -431,14 +431,18 @@ HEAP_INLINE void *heap_memalign(size_t align, size_t n)
     return HEAP_CALL(heap_alloc_big(n, align, NULL, false));
 }
 
-/* A huge block that realloc moved with mremap, seen by the profiler as
- * the free and the allocation it is: a sampled old block's sample ends,
- * and the new size counts toward the next sample like any allocation. */
-static HEAP_NOINLINE void heap_prof_moved(void *q, size_t n)
+/* A large or huge block realloc resized without a copy (in place, or moved
+ * by mremap) is, for the profiler, the free of the old block and an
+ * allocation of n at this call: its sample (if any) ends, and n counts
+ * toward the next one like any allocation, so every such block is drawn
+ * again at its new size.  A sample cannot just change its size: pprof
+ * weighs it by the size it was drawn at (a shrunk block read 1.5x its
+ * bytes).  (Small blocks keep their sample as it was: one not sampled has
+ * no room to become so in place.) */
+static HEAP_NOINLINE void heap_prof_resized(heap_page *pg, const void *p, size_t n)
 {
-    heap_page *pg = heap_page_of(q, "realloc");
     if (pg->prof)
-        mote__prof_free(pg, q);
+        mote__prof_free(pg, p);
     heap_tcache *h = mote__heap_tls;
     if (h != &mote__heap_tcache_empty && (h->sample_left -= (int64_t)n) < 0) {
         void **fp = __builtin_frame_address(0); /* fp[0]: the entry point's */
@@ -463,8 +467,9 @@ HEAP_INLINE void *heap_realloc(void *p, size_t n)
             HEAP_UNLIKELY(((const heap_block *)p)->cookie ==
                           ((uintptr_t)p ^ mote__heap_key)))
             mote__heap_invalid_free(p, "realloc");
-        if (HEAP_UNLIKELY(pg->prof))
-            mote__prof_resize(pg, p, n);
+        if ((pg->kind == HEAP_PAGE_LARGE || pg->kind == HEAP_PAGE_HUGE) &&
+            HEAP_UNLIKELY(LOAD(&mote__prof_on, RELAXED)))
+            heap_prof_resized(pg, p, n);
         return p;
     }
     /* A huge block stays huge: its pages move, no byte is copied (growing
@@ -474,7 +479,7 @@ HEAP_INLINE void *heap_realloc(void *p, size_t n)
         void *q = mote__arena_huge_realloc(heap_segment_of(pg), n);
         if (q) {
             if (LOAD(&mote__prof_on, RELAXED))
-                heap_prof_moved(q, n);
+                heap_prof_resized(heap_page_of(q, "realloc"), q, n);
             return q;
         }
     }

@@ -499,8 +499,6 @@ void mote__prof_cache_init(heap_tcache *h);
 void *mote__prof_alloc_small(heap_tcache *h, unsigned cls, size_t n, void *entry_fp);
 /* Records a large or huge block just allocated (pg its page) as sampled. */
 void mote__prof_note_big(heap_tcache *h, heap_page *pg, size_t n, void *entry_fp);
-/* A sampled block realloc kept in place now holds n bytes. */
-void mote__prof_resize(heap_page *pg, const void *p, size_t n);
 /* A sampled block is being freed (pg->prof is set). */
 void mote__prof_free(heap_page *pg, const void *p);
 /* Usable bytes of a block of a page that holds sampled blocks. */

@@ -288,30 +288,6 @@ void mote__prof_note_big(heap_tcache *h, heap_page *pg, size_t n, void *entry_fp
     pg->prof = 1;
 }
 
-void mote__prof_resize(heap_page *pg, const void *p, size_t n)
-{
-    uint64_t *info;
-    if (pg->kind == HEAP_PAGE_LARGE || pg->kind == HEAP_PAGE_HUGE) {
-        info = &pg->prof_info;
-    } else {
-        uint64_t *t = prof_trailer(pg, p);
-        if (t[0] != (PROF_MAGIC ^ (uintptr_t)p))
-            return;
-        info = &t[1];
-    }
-    uint32_t b = (uint32_t)(*info >> 40);
-    uint64_t old = *info & ((1ULL << 40) - 1);
-    if (b >= PROF_BUCKETS || !prof_table || n >= (1ULL << 40))
-        return;
-    prof_counts *c =
-        &prof_stripe[LOAD(&mote__heap_tls, RELAXED)->id & (PROF_STRIPES - 1)][b];
-    if (n < old) /* in use falls; what was allocated stays allocated */
-        FETCH_ADD(&c->free_bytes, old - n, RELAXED);
-    else
-        FETCH_ADD(&c->alloc_bytes, n - old, RELAXED);
-    *info = (uint64_t)b << 40 | (uint64_t)n;
-}
-
 void mote__prof_free(heap_page *pg, const void *p)
 {
     uint64_t info;
