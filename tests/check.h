@@ -204,6 +204,34 @@ static inline int test_fork_capture(void (*fn)(void *), void *arg, char *buf, si
     return status;
 }
 
+/* Thread t is blocked writing into a pipe nobody reads yet (rfd, its read
+ * end): a fork must return meanwhile (20 s at most), and then the pipe is
+ * drained until t is done; returns t's result. */
+#include <fcntl.h>
+#include <pthread.h>
+static inline void *test_fork_beside_a_blocked_writer(pthread_t t, int rfd)
+{
+    usleep(100 * 1000); /* it fills the pipe and blocks */
+    alarm(20);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0)
+        _exit(0);
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st));
+    alarm(0);
+    char buf[4096];
+    void *ret = NULL;
+    CHECK(fcntl(rfd, F_SETFL, O_NONBLOCK) == 0);
+    for (;;) {
+        if (read(rfd, buf, sizeof buf) > 0)
+            continue;
+        if (pthread_tryjoin_np(t, &ret) == 0)
+            return ret;
+        usleep(1000);
+    }
+}
+
 /* A metric that must exist. */
 static inline uint64_t test_metric(const char *name)
 {

@@ -117,24 +117,7 @@ TEST(fork_does_not_wait_for_a_blocked_statistics_printer)
     CHECK(fcntl(p[1], F_SETFL, 0) == 0);
     pthread_t t;
     CHECK_EQ(pthread_create(&t, NULL, print_stats, NULL), 0);
-    usleep(100 * 1000); /* it blocks in write */
-    alarm(20);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0)
-        _exit(0);
-    int st;
-    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st));
-    alarm(0);
-    char buf[4096];
-    CHECK(fcntl(p[0], F_SETFL, O_NONBLOCK) == 0);
-    for (;;) { /* drain until the printer is done */
-        if (read(p[0], buf, sizeof buf) > 0)
-            continue;
-        if (pthread_tryjoin_np(t, NULL) == 0)
-            break;
-        usleep(1000);
-    }
+    test_fork_beside_a_blocked_writer(t, p[0]);
     dup2(saved, 2);
     close(saved);
     close(p[0]);

@@ -511,14 +511,22 @@ TEST(child_realloc)
     exit(0);
 }
 
-TEST(a_huge_buffer_grown_by_realloc_moves_its_pages_under_the_profiler)
+/* Runs child case `child` profiled at rate, its profile written on
+ * demand to out (dir/file). */
+static void run_profiled(const char *child, const char *rate, const char *file, char *out,
+                         size_t len)
 {
     find_self();
-    char out[PATH_MAX + 300];
-    snprintf(out, sizeof out, "%s/realloc.heap", dir);
+    snprintf(out, len, "%s/%s", dir, file);
     const char *env[] = {
-        "MOTE_HEAPPROFILE", out, "MOTE_HEAPPROFILE_RATE", "8K", "PROF_OUT", out, NULL};
-    CHECK_EQ(run_child(env, self, "child_realloc"), 0);
+        "MOTE_HEAPPROFILE", out, "MOTE_HEAPPROFILE_RATE", rate, "PROF_OUT", out, NULL};
+    CHECK_EQ(run_child(env, self, child), 0);
+}
+
+TEST(a_huge_buffer_grown_by_realloc_moves_its_pages_under_the_profiler)
+{
+    char out[PATH_MAX + 300];
+    run_profiled("child_realloc", "8K", "realloc.heap", out, sizeof out);
     if (!have_go())
         return;
     double in = pprof_bytes(self, out, "inuse_space", "site_grown");
@@ -567,12 +575,8 @@ TEST(blocks_resized_in_place_are_weighed_right)
         fprintf(stderr, "go is not installed: skipped\n");
         exit(77);
     }
-    find_self();
     char out[PATH_MAX + 300];
-    snprintf(out, sizeof out, "%s/resize.heap", dir);
-    const char *env[] = {
-        "MOTE_HEAPPROFILE", out, "MOTE_HEAPPROFILE_RATE", "256K", "PROF_OUT", out, NULL};
-    CHECK_EQ(run_child(env, self, "child_resize"), 0);
+    run_profiled("child_resize", "256K", "resize.heap", out, sizeof out);
     double s = pprof_bytes(self, out, "inuse_space", "site_shrunk");
     double g = pprof_bytes(self, out, "inuse_space", "site_grown_in_place");
     fprintf(stderr, "in use: shrunk %.0f (true 160000000), grown %.0f (true 180000000)\n",
@@ -637,26 +641,7 @@ TEST(child_fork)
     CHECK(fcntl(p[1], F_SETPIPE_SZ, 4096) > 0);
     pthread_t t;
     CHECK_EQ(pthread_create(&t, NULL, slow_reader_writer, (void *)(intptr_t)p[1]), 0);
-    usleep(100 * 1000); /* it fills the pipe and blocks */
-    alarm(20);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0)
-        _exit(0);
-    int st;
-    CHECK(waitpid(pid, &st, 0) == pid);
-    alarm(0);
-    char buf[4096];
-    void *ret = NULL;
-    CHECK_EQ(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
-    for (;;) { /* drain until the writer is done */
-        if (read(p[0], buf, sizeof buf) > 0)
-            continue;
-        if (pthread_tryjoin_np(t, &ret) == 0)
-            break;
-        usleep(1000);
-    }
-    CHECK_EQ((intptr_t)ret, 0);
+    CHECK_EQ((intptr_t)test_fork_beside_a_blocked_writer(t, p[0]), 0);
     exit(0);
 }
 
