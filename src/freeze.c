@@ -131,9 +131,19 @@ static struct {
  * once used. */
 static unsigned char fz_reserve[FZ_MAX_LIVE + OS_PAGE] __attribute__((aligned(OS_PAGE)));
 static int fz_reserve_lock;
+/* The fault handler thread has one of its own and never waits for the
+ * others: a thread holding one (or the heap's lock) may fault on a stack
+ * page a trim gave back, which only the handler can fill (seen: a thaw
+ * holding the reserve met a page in memcpy's lazy binding while the
+ * handler waited for the reserve). */
+static unsigned char fz_handler_buf[FZ_MAX_LIVE + OS_PAGE]
+    __attribute__((aligned(OS_PAGE)));
+static __thread bool fz_in_handler;
 
 static unsigned char *fz_bounce_take(void)
 {
+    if (fz_in_handler)
+        return fz_handler_buf;
     unsigned char *b = NULL;
     spin_lock(&fz_bounces.lock);
     if (fz_bounces.n)
@@ -150,6 +160,8 @@ static unsigned char *fz_bounce_take(void)
 
 static void fz_bounce_give(unsigned char *b)
 {
+    if (b == fz_handler_buf)
+        return;
     if (b == fz_reserve) {
         spin_unlock(&fz_reserve_lock);
         return;
@@ -193,7 +205,30 @@ static uint8_t fz_outcome(const fz_image *img)
 
 /* ---- thawing --------------------------------------------------------------- */
 
+/* A fault on a task's stack waits for whoever holds its lock bit or has it
+ * FREEZING or THAWING; a signal handler run by that very thread that
+ * touched the stack (a pointer to a parked task's local) waited on itself
+ * for good.  So every entry that locks a task, or freezes or thaws one,
+ * runs with the program's signals blocked, from before it takes the lock
+ * (blocked after it, a handler could still slip in between: seen under
+ * TSan, which runs pending handlers in its interceptors). */
+static void fz_signals_off(sigset_t *old) { mote__os_async_signals_block(old); }
+static void fz_signals_on(const sigset_t *old)
+{
+    pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+static void fz_thaw(task *t, enum freeze_cause cause, bool stays);
+
 void mote__freeze_thaw(task *t, enum freeze_cause cause, bool stays)
+{
+    sigset_t old;
+    fz_signals_off(&old);
+    fz_thaw(t, cause, stays);
+    fz_signals_on(&old);
+}
+
+static void fz_thaw(task *t, enum freeze_cause cause, bool stays)
 {
     for (;;) {
         uint8_t v = fz_lock(t);
@@ -206,11 +241,6 @@ void mote__freeze_thaw(task *t, enum freeze_cause cause, bool stays)
             break;
         case FZ_FROZEN: {
             int64_t t0 = mote__os_now_ns();
-            /* THAWING: a fault on its stack waits for this thread's copy,
-             * so no signal handler may run here until it is done (as in a
-             * freeze batch). */
-            sigset_t oldmask;
-            mote__os_async_signals_block(&oldmask);
             /* Read while THAWING: once ACTIVE, the task may run, end and
              * be freed before the hook is called; the worker outlives the
              * hook (mote__freeze_stop waits for `telling`). */
@@ -239,7 +269,6 @@ void mote__freeze_thaw(task *t, enum freeze_cause cause, bool stays)
              * a test under gcc's TSan and load). */
             fz_lock(t);
             fz_unlock(t, FZ_ACTIVE | outcome);
-            pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
             FETCH_SUB(&mote__freeze_nfrozen, 1, RELAXED);
             FETCH_ADD(&fz.thaw_ns, (uint64_t)(mote__os_now_ns() - t0), RELAXED);
             if (r) { /* (on a task's stack, maybe: no stdio) */
@@ -293,21 +322,27 @@ static uint8_t fz_apply_outcome(task *t, uint8_t v)
 
 void mote__freeze_resume_slow(task *t)
 {
+    sigset_t old;
+    fz_signals_off(&old);
     if (LOAD(&t->fz, ACQUIRE) & FZ_STATE)
-        mote__freeze_thaw(t, FREEZE_RESUME, false);
+        fz_thaw(t, FREEZE_RESUME, false);
     uint8_t v = fz_lock(t);
     fz_unlock(t, fz_apply_outcome(t, v));
+    fz_signals_on(&old);
 }
 
 bool mote__freeze_adopt(task *t)
 {
     if (!(LOAD(&t->fz, ACQUIRE) & FZ_ORPHAN))
         return false;
+    sigset_t old;
+    fz_signals_off(&old);
     uint8_t v = fz_lock(t);
     /* (only an owner's freeze follows an orphan's thaw, and only once it
      * is queued again: the bit goes with the state it was set with) */
     mote__assert((v & FZ_STATE) == FZ_ACTIVE && (v & FZ_ORPHAN));
     fz_unlock(t, fz_apply_outcome(t, v));
+    fz_signals_on(&old);
     return true;
 }
 
@@ -452,9 +487,9 @@ size_t mote__freeze_batch(task *const *cand, size_t n, fz_scratch *scratch)
      * for its lock): a signal handler run here that touched one (through a
      * pointer to a parked task's local) waited on itself for good. */
     sigset_t old;
-    mote__os_async_signals_block(&old);
+    fz_signals_off(&old);
     size_t frozen = fz_batch(cand, n, scratch);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    fz_signals_on(&old);
     return frozen;
 }
 
@@ -697,6 +732,7 @@ static void *fz_handler(void *arg)
 {
     (void)arg;
     mote__os_thread_name("mote-thaw");
+    fz_in_handler = true;
     os_uffd_fault f[32];
     for (;;) {
         int w = mote__os_uffd_wait(fz.ufd, fz.stop_fd, -1);
@@ -825,16 +861,22 @@ int64_t mote__freeze_threshold(void) { return LOAD(&fz.threshold, RELAXED); }
 
 bool mote__freeze_forget(task *t)
 {
+    sigset_t old;
+    fz_signals_off(&old);
     for (;;) {
         uint8_t v = fz_lock(t);
         switch (v & FZ_STATE) {
-        case FZ_ACTIVE: fz_unlock(t, v); return false;
+        case FZ_ACTIVE:
+            fz_unlock(t, v);
+            fz_signals_on(&old);
+            return false;
         case FZ_FROZEN:
             FETCH_SUB(&fz.bytes, t->fz_img->len, RELAXED);
             FETCH_SUB(&fz.frozen, 1, RELAXED);
             mote_free(t->fz_img);
             t->fz_img = NULL;
             fz_unlock(t, FZ_ACTIVE);
+            fz_signals_on(&old);
             FETCH_SUB(&mote__freeze_nfrozen, 1, RELAXED);
             return true;
         default:
@@ -864,6 +906,8 @@ bool mote__freeze_peek(const task *ct, uintptr_t addr, void *buf, size_t len)
     if (addr < stack_lo(&t->stack) || addr > top || len > top - addr)
         return false;
     if (LOAD(&t->fz, ACQUIRE) & FZ_STATE) {
+        sigset_t old;
+        fz_signals_off(&old);
         uint8_t v = fz_lock(t);
         if ((v & FZ_STATE) == FZ_FROZEN) { /* the image cannot go while locked */
             uintptr_t sp = top - t->fz_img->len;
@@ -871,9 +915,11 @@ bool mote__freeze_peek(const task *ct, uintptr_t addr, void *buf, size_t len)
             if (ok)
                 memcpy(buf, t->fz_img->bytes + (addr - sp), len);
             fz_unlock(t, v);
+            fz_signals_on(&old);
             return ok;
         }
         fz_unlock(t, v);
+        fz_signals_on(&old);
     }
     /* Mapped, or about to be: a read that meets a page a freeze has just
      * dropped waits for the freezer to put it back (it is wanted). */
