@@ -34,8 +34,6 @@ static heap_lock init_lock = HEAP_LOCK_INIT;
 
 static void heap_fork_prepare(void)
 {
-    mote__prof_fork_prepare();
-    mote__stats_fork_prepare();
     mote__tcache_fork_prepare();
     mote__arena_fork_prepare();
 }
@@ -44,8 +42,6 @@ static void heap_fork_parent(void)
 {
     mote__arena_fork_parent();
     mote__tcache_fork_parent();
-    mote__stats_fork_parent();
-    mote__prof_fork_parent();
 }
 
 static void heap_fork_child(void)

@@ -480,13 +480,10 @@ typedef struct heap_summary {
     uint64_t inuse, free, released, mapped, huge_inuse, huge_count;
 } heap_summary;
 void mote__stats_summary(heap_summary *out);
-/* fork: the statistics printer's and the profile writer's locks, taken
- * before the pool's and the arena's (their holders may take those). */
-void mote__stats_fork_prepare(void);
-void mote__stats_fork_parent(void);
+/* fork: the child frees the statistics printer's and the profile writer's
+ * locks.  They are not taken across fork: a holder may block in write(2)
+ * for as long as its reader likes. */
 void mote__stats_fork_child(void);
-void mote__prof_fork_prepare(void);
-void mote__prof_fork_parent(void);
 void mote__prof_fork_child(void);
 extern int mote__prof_on; /* MOTE_HEAPPROFILE is set */
 void mote__prof_init(void);

@@ -402,8 +402,6 @@ static heap_lock prof_write_lock = HEAP_LOCK_INIT;
 static __thread volatile sig_atomic_t prof_in_write
     __attribute__((tls_model("initial-exec")));
 
-void mote__prof_fork_prepare(void) {}
-void mote__prof_fork_parent(void) {}
 void mote__prof_fork_child(void) { STORE(&prof_write_lock.v, 0, RELEASE); }
 
 int mote__prof_write(int fd)

@@ -115,8 +115,6 @@ static heap_lock stats_lock = HEAP_LOCK_INIT;
  * its reader likes (stderr a full pipe: a fork waited for it); the child,
  * which has no printer, starts with it free (its malloc_stats hung when it
  * inherited it held). */
-void mote__stats_fork_prepare(void) {}
-void mote__stats_fork_parent(void) {}
 void mote__stats_fork_child(void) { STORE(&stats_lock.v, 0, RELEASE); }
 
 void mote__stats_print(bool json)
