@@ -590,11 +590,13 @@ static atomic_int handler_writes, handler_busy;
 static void write_in_handler(int sig)
 {
     (void)sig;
+    int saved = errno; /* a handler must not change what it interrupted */
     int fd = open("/dev/null", O_WRONLY);
     int r = mote_heap_profile_write(fd);
     CHECK(r == 0 || r == -EDEADLK); /* (its thread was writing one) */
     atomic_fetch_add(r ? &handler_busy : &handler_writes, 1);
     close(fd);
+    errno = saved;
 }
 
 TEST(child_signal)
