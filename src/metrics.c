@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -260,19 +261,25 @@ int mote_metrics_print(int fd, int format)
 {
     if (format != MOTE_METRICS_TEXT && format != MOTE_METRICS_JSON)
         return -EINVAL;
-    int dfd = dup(fd);
-    if (dfd < 0)
-        return -errno;
-    FILE *f = fdopen(dfd, "w");
-    if (!f) {
-        close(dfd);
+    /* Formatted in memory, then written with write(2): stdio on fd would
+     * turn every write error into one code (EPIPE, ENOSPC, EBADF all read
+     * -EIO or -ENOMEM) and give up on a non-blocking descriptor. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
         return -ENOMEM;
-    }
     metrics_out o = {f, format == MOTE_METRICS_JSON, 0};
     if (o.json)
         fputc('{', f);
     mote_metric_each(metrics_emit, &o);
     if (o.json)
         fputs("\n}\n", f);
-    return fclose(f) == 0 ? 0 : -EIO;
+    if (fclose(f) != 0) {
+        free(text);
+        return -ENOMEM;
+    }
+    int r = mote__os_write_all(fd, text, len);
+    free(text);
+    return r;
 }

@@ -2,7 +2,9 @@
  * a plain thread, before, during and after a run; the text and JSON dumps
  * list them all; the measured ones agree with the kernel. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -85,6 +87,64 @@ TEST(bad_arguments_are_refused)
     CHECK_EQ(mote_metric("/tasks/live:tasks", NULL), -EINVAL);
     CHECK_EQ(mote_metric(NULL, &v), -EINVAL);
     CHECK_EQ(v, 5);
+}
+
+/* A failed write says why, as write(2) would on the same descriptor (it
+ * read -EIO or -ENOMEM for all of these), and a non-blocking pipe smaller
+ * than the text gets all of it. */
+static void *drain_pipe(void *arg)
+{
+    int fd = *(int *)arg;
+    char buf[512];
+    size_t total = 0;
+    ssize_t k;
+    while ((k = read(fd, buf, sizeof buf)) > 0 || (k < 0 && errno == EINTR))
+        total += k > 0 ? (size_t)k : 0;
+    return (void *)total;
+}
+
+TEST(a_failed_write_returns_the_error_of_writing)
+{
+    int p[2];
+    CHECK_EQ(pipe(p), 0);
+    CHECK_EQ(close(p[0]), 0);
+    struct sigaction ign = {.sa_handler = SIG_IGN}, old;
+    CHECK_EQ(sigaction(SIGPIPE, &ign, &old), 0);
+    CHECK_EQ(mote_metrics_print(p[1], MOTE_METRICS_TEXT), -EPIPE);
+    CHECK_EQ(sigaction(SIGPIPE, &old, NULL), 0);
+    CHECK_EQ(close(p[1]), 0);
+
+    int ro = open("/dev/null", O_RDONLY);
+    CHECK(ro >= 0);
+    CHECK_EQ(mote_metrics_print(ro, MOTE_METRICS_JSON), -EBADF);
+    CHECK_EQ(close(ro), 0);
+
+    int full = open("/dev/full", O_WRONLY);
+    if (full >= 0) {
+        CHECK_EQ(mote_metrics_print(full, MOTE_METRICS_TEXT), -ENOSPC);
+        CHECK_EQ(close(full), 0);
+    }
+
+    size_t want = strlen(dump(MOTE_METRICS_TEXT));
+    CHECK_EQ(pipe2(p, O_NONBLOCK), 0);
+    size_t filled = 0; /* a full pipe: the first write finds no room */
+    static const char junk[512];
+    ssize_t k;
+    while ((k = write(p[1], junk, sizeof junk)) > 0)
+        filled += (size_t)k;
+    CHECK_EQ(errno, EAGAIN);
+    int rfd = p[0];
+    CHECK_EQ(fcntl(rfd, F_SETFL, 0), 0); /* the reader blocks; the writer does not */
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, drain_pipe, &rfd), 0);
+    CHECK_EQ(mote_metrics_print(p[1], MOTE_METRICS_TEXT), 0);
+    CHECK_EQ(close(p[1]), 0);
+    void *total;
+    CHECK_EQ(pthread_join(t, &total), 0);
+    CHECK_EQ(close(rfd), 0);
+    size_t got = (size_t)total - filled;
+    /* the same metrics, each line of about the same length */
+    CHECK(got > want - want / 8 && got < want + want / 8);
 }
 
 static mote_wg sleeping = MOTE_WG_INIT;
