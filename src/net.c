@@ -164,8 +164,10 @@ int mote_dial_tcp(const char *addr, int64_t timeout_ns)
         return r;
     r = -EHOSTUNREACH;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        int64_t left = -1;
-        if (deadline >= 0) {
+        /* 0 never waits, but still tries: a connect that completes at
+         * once (loopback) succeeds, as mote_connect's does. */
+        int64_t left = timeout_ns == 0 ? 0 : -1;
+        if (timeout_ns > 0) {
             left = deadline - mote_now();
             if (left <= 0) {
                 r = -ETIMEDOUT;

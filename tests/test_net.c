@@ -862,6 +862,30 @@ static void busy_pool_holder(void *arg)
     CHECK_EQ(mote_offload(busy_pool_call, NULL), 0);
 }
 
+/* A zero timeout never waits but still connects: it gave -ETIMEDOUT
+ * without trying.  (A loopback connect mostly completes in the call; one
+ * the kernel defers is -ETIMEDOUT, hence "most of 20".) */
+TEST_TASK(a_dial_with_a_zero_timeout_tries_without_waiting)
+{
+    char addr[64];
+    int lfd = listen_any(addr, sizeof addr);
+    int ok = 0;
+    for (int i = 0; i < 20; i++) {
+        int64_t t0 = mote_now();
+        int fd = mote_dial_tcp(addr, 0);
+        CHECK(fd >= 0 || fd == -ETIMEDOUT);
+        CHECK(mote_now() - t0 < 1000 * MS); /* no wait (generous: a busy machine) */
+        if (fd >= 0) {
+            ok++;
+            CHECK_EQ(mote_close(fd), 0);
+        }
+        for (int a; (a = mote_accept(lfd, NULL, NULL, 0)) >= 0;)
+            CHECK_EQ(mote_close(a), 0);
+    }
+    CHECK(ok >= 10);
+    CHECK_EQ(mote_close(lfd), 0);
+}
+
 static void dial_beside_a_busy_pool(void *arg)
 {
     (void)arg;
