@@ -174,10 +174,18 @@ int mote_chan_recv(mote_chan *c, void *elem)
     return r;
 }
 
+/* The non-blocking calls answer "would block" and "closed and drained"
+ * without the lock, as Go's do: a loop polling a channel (ready or closed)
+ * otherwise took its lock each time, and two workers polling one fought
+ * over its line (3.6x Go's time on a closed channel). */
 int mote_chan_trysend(mote_chan *c, const void *elem)
 {
     if (!chan_valid(c) || (elem == NULL && c->elem_size != 0))
         return -EINVAL;
+    if (chan_send_would_block(c))
+        return -EAGAIN;
+    if (LOAD(&c->closed, ACQUIRE))
+        return MOTE_ECLOSED;
     spin_lock(&c->lock);
     int r = chan_send_locked(c, elem);
     if (r == -EAGAIN)
@@ -189,6 +197,13 @@ int mote_chan_tryrecv(mote_chan *c, void *elem)
 {
     if (!chan_valid(c))
         return -EINVAL;
+    if (chan_recv_would_block(c))
+        return -EAGAIN;
+    if (chan_recv_closed_drained(c)) {
+        if (elem)
+            memset(elem, 0, c->elem_size);
+        return MOTE_ECLOSED;
+    }
     spin_lock(&c->lock);
     int r = chan_recv_locked(c, elem);
     if (r == -EAGAIN)

@@ -90,6 +90,36 @@ static inline bool chan_maybe_ready(mote_chan *c, int op)
     return count < c->cap || list_peek_nonempty(&c->recvq);
 }
 
+/* Without the lock, and exact (Go's argument in chanrecv/chansend): a
+ * receive would block now, or a send would.  Each reads two things in an
+ * order that makes one moment true of both: a receive, that c was empty
+ * and then still open (a close is for good, so it was open when seen
+ * empty); a send, that c was open and then still full (a closed channel
+ * never fills, so it was full while open).  Acquire keeps the two reads in
+ * that order.  A stale record in a queue only sends the caller to the lock. */
+static inline bool chan_recv_would_block(mote_chan *c)
+{
+    bool empty = c->cap ? LOAD(&c->count, ACQUIRE) == 0 : !list_peek_nonempty(&c->sendq);
+    return empty && !LOAD(&c->closed, ACQUIRE);
+}
+
+static inline bool chan_send_would_block(mote_chan *c)
+{
+    if (LOAD(&c->closed, ACQUIRE))
+        return false;
+    return c->cap ? LOAD(&c->count, ACQUIRE) == c->cap : !list_peek_nonempty(&c->recvq);
+}
+
+/* Without the lock: c is closed and drained, for good (no send succeeds
+ * after a close), so a receive returns MOTE_ECLOSED now.  Closed is read
+ * first: then an empty buffer (and, unbuffered, no sender) seen after it
+ * stays empty. */
+static inline bool chan_recv_closed_drained(mote_chan *c)
+{
+    return LOAD(&c->closed, ACQUIRE) &&
+           (c->cap ? LOAD(&c->count, ACQUIRE) == 0 : !list_peek_nonempty(&c->sendq));
+}
+
 static inline void chan_buf_put(mote_chan *c, const void *src)
 {
     chan_copy(c->buf + c->sendx * c->elem_size, src, c->elem_size);

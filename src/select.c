@@ -216,6 +216,32 @@ int mote_select(mote_case *cases, size_t n, int64_t timeout_ns)
             return -EINVAL;
         live++;
     }
+    if (timeout_ns == 0 && live == 1) {
+        /* One case, no wait: Go's non-blocking send and receive, answered
+         * without the lock when they would block or the channel is closed
+         * (chan.h).  (A poll of a closed channel was 8x Go's time.) */
+        size_t i = 0;
+        while (cases[i].chan == NULL)
+            i++;
+        mote_chan *c = cases[i].chan;
+        if (cases[i].op == MOTE_RECV) {
+            if (chan_recv_would_block(c))
+                return -EAGAIN;
+            if (chan_recv_closed_drained(c)) {
+                if (cases[i].elem)
+                    memset(cases[i].elem, 0, c->elem_size);
+                cases[i].result = MOTE_ECLOSED;
+                return (int)i;
+            }
+        } else {
+            if (chan_send_would_block(c))
+                return -EAGAIN;
+            if (LOAD(&c->closed, ACQUIRE)) {
+                cases[i].result = MOTE_ECLOSED;
+                return (int)i;
+            }
+        }
+    }
     task *self = mote__self();
     if (timeout_ns != 0 && self == NULL)
         return -EPERM;

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -413,6 +414,59 @@ TEST_TASK(free_returns_ebusy_while_a_task_is_blocked)
  * its own mapping, unmapped at free; a small one's segment goes with
  * mote_mem_release): the second free and any use say -EINVAL (they read
  * the unmapped magic number: a crash). */
+/* Go's TestNonblockRecvRace: a channel holding one value is closed and
+ * drained while a plain thread polls it without blocking.  It is ready
+ * throughout (a value, then closed), so the poll takes the value or sees
+ * it closed, and never says it would block: the lock-free answer reads
+ * the buffer before the close flag for that reason. */
+enum { RACE_ROUNDS = 20000 };
+static _Atomic(mote_chan *) race_chan;
+static _Atomic long race_go, race_done, race_bad;
+
+static void *race_poller(void *arg)
+{
+    (void)arg;
+    for (long i = 1; i <= RACE_ROUNDS; i++) {
+        while (atomic_load(&race_go) != i)
+            ;
+        mote_chan *c = atomic_load(&race_chan);
+        int v = -1, r;
+        if (i & 1) {
+            r = mote_chan_tryrecv(c, &v);
+        } else {
+            mote_case cs[2] = {{NULL, MOTE_SEND, NULL, 0}, {c, MOTE_RECV, &v, -1}};
+            r = mote_select(cs, 2, 0);
+            r = r == 1 ? cs[1].result : r;
+        }
+        if (!((r == 0 && v == 7) || (r == MOTE_ECLOSED && v == 0)))
+            atomic_fetch_add(&race_bad, 1);
+        atomic_store(&race_done, i);
+    }
+    return NULL;
+}
+
+TEST_TASK(a_poll_racing_a_close_never_finds_a_ready_channel_blocked)
+{
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, race_poller, NULL), 0);
+    for (long i = 1; i <= RACE_ROUNDS; i++) {
+        mote_chan *c = mote_chan_make(sizeof(int), 1);
+        CHECK(c != NULL);
+        int seven = 7, v = -1;
+        CHECK_EQ(mote_chan_send(c, &seven), 0);
+        atomic_store(&race_chan, c);
+        atomic_store(&race_go, i);
+        CHECK_EQ(mote_chan_close(c), 0);
+        int r = mote_chan_recv(c, &v);
+        CHECK((r == 0 && v == 7) || (r == MOTE_ECLOSED && v == 0));
+        while (atomic_load(&race_done) != i)
+            mote_yield();
+        CHECK_EQ(mote_chan_free(c), 0);
+    }
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    CHECK_EQ(atomic_load(&race_bad), 0);
+}
+
 TEST(a_channel_freed_twice_after_its_memory_went_back_is_refused)
 {
     mote_chan *big = mote_chan_make(8, 1 << 20); /* an 8 MiB ring */
