@@ -261,6 +261,11 @@ static bool sched_chores_due(worker *w)
 {
     if (__builtin_expect(LOAD(&rt.dump_epoch, RELAXED) != w->dump_seen, 0))
         return true;
+    /* A mote_mem_release to act on: at once, not at the next trim check
+     * (never, for a worker with nothing to trim; and the caller's own
+     * worker, whose task slept a few ms at a time, kept its pool 60 s). */
+    if (__builtin_expect(LOAD(&rt.release_epoch, RELAXED) != w->release_seen, 0))
+        return true;
     if (w->tick & 15)
         return false;
     bool trim = (w->trim.next != INT64_MAX && (!(w->tick & 63) || w->trim.delay == 0)) ||

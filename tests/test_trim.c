@@ -106,11 +106,15 @@ static void main_resident(void *arg)
     CHECK_EQ(mote_chan_close(gate), 0);
     WAIT_UNTIL(metric("/tasks/live:tasks") == 1, 60);
     CHECK(metric("/stacks/pooled:stacks") > 0);
-    /* mote_mem_release gives the pooled stacks back too, at once */
+    /* mote_mem_release gives the pooled stacks back too, at once, every
+     * worker's: what stays is main's own stack (232 KiB here, 368 under
+     * ASan or TSan, of ~4.3 MiB).  At a quarter, the pool of main's own
+     * worker could stay for a minute unnoticed (its task slept a few ms
+     * at a time, and no trim check was due). */
     uint64_t pooled_res = metric("/stacks/resident:bytes");
     mote_mem_release();
     int64_t t1 = mote_now();
-    WAIT_UNTIL(metric("/stacks/resident:bytes") <= pooled_res / 4, 60);
+    WAIT_UNTIL(metric("/stacks/resident:bytes") <= pooled_res / 8, 60);
     printf("mote_mem_release: pooled stacks %.0f -> %.0f KiB in %.1f ms\n",
            pooled_res / 1024.0, metric("/stacks/resident:bytes") / 1024.0,
            (double)(mote_now() - t1) / 1e6);
