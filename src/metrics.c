@@ -6,7 +6,6 @@
  */
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include "netpoll.h"
 #include "offload.h"
 #include "os/os.h"
+#include "report.h"
 #include "sched_stats.h"
 #include "stack.h"
 
@@ -261,25 +261,14 @@ int mote_metrics_print(int fd, int format)
 {
     if (format != MOTE_METRICS_TEXT && format != MOTE_METRICS_JSON)
         return -EINVAL;
-    /* Formatted in memory, then written with write(2): stdio on fd would
-     * turn every write error into one code (EPIPE, ENOSPC, EBADF all read
-     * -EIO or -ENOMEM) and give up on a non-blocking descriptor. */
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f)
+    report r; /* whole, then write(2): the error of writing comes back */
+    if (mote__report_open(&r))
         return -ENOMEM;
-    metrics_out o = {f, format == MOTE_METRICS_JSON, 0};
+    metrics_out o = {r.f, format == MOTE_METRICS_JSON, 0};
     if (o.json)
-        fputc('{', f);
+        fputc('{', r.f);
     mote_metric_each(metrics_emit, &o);
     if (o.json)
-        fputs("\n}\n", f);
-    if (fclose(f) != 0) {
-        free(text);
-        return -ENOMEM;
-    }
-    int r = mote__os_write_all(fd, text, len);
-    free(text);
-    return r;
+        fputs("\n}\n", r.f);
+    return mote__report_write(&r, fd);
 }

@@ -11,12 +11,12 @@
 #include <link.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "atomic.h"
 #include "os/os.h"
+#include "report.h"
 #include "runtime.h"
 
 #define rt mote__rt
@@ -145,13 +145,12 @@ int mote_stack_report(int fd)
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = 0;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) {
+    report rep;
+    if (mote__report_open(&rep)) {
         pthread_mutex_unlock(&stackprof_lock);
         return -ENOMEM;
     }
+    FILE *f = rep.f;
     fprintf(f, "{\"mote_stack_report\":1,\"exe\":");
     stackprof_json_str(f, exe);
     fprintf(f, ",\"entries\":[");
@@ -186,11 +185,5 @@ int mote_stack_report(int fd)
     }
     fprintf(f, "\n]}\n");
     pthread_mutex_unlock(&stackprof_lock);
-    if (fclose(f) != 0) {
-        free(text);
-        return -ENOMEM;
-    }
-    int r = mote__os_write_all(fd, text, len);
-    free(text);
-    return r;
+    return mote__report_write(&rep, fd);
 }
