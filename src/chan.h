@@ -95,11 +95,15 @@ static inline bool chan_maybe_ready(mote_chan *c, int op)
  * order that makes one moment true of both: a receive, that c was empty
  * and then still open (a close is for good, so it was open when seen
  * empty); a send, that c was open and then still full (a closed channel
- * never fills, so it was full while open).  Acquire keeps the two reads in
- * that order.  A stale record in a queue only sends the caller to the lock. */
+ * never fills, so it was full while open).  Acquire loads keep the two
+ * reads in that order.  A stale record in a queue only sends the caller
+ * to the lock. */
 static inline bool chan_recv_would_block(mote_chan *c)
 {
-    bool empty = c->cap ? LOAD(&c->count, ACQUIRE) == 0 : !list_peek_nonempty(&c->sendq);
+    /* (the first read is an acquire too: a relaxed one could be done
+     * after the close flag's) */
+    bool empty =
+        c->cap ? LOAD(&c->count, ACQUIRE) == 0 : LOAD(&c->sendq.head, ACQUIRE) == NULL;
     return empty && !LOAD(&c->closed, ACQUIRE);
 }
 
