@@ -75,7 +75,8 @@ TEST(idle_runtime_with_a_short_freeze_threshold_uses_no_cpu)
  * behind the frozen one before it and writes into its record.  Each such
  * orphan costs its worker a sweep step, not a busy loop until the step is
  * due (a version that kept the worker awake until then used 30% of a CPU
- * here, 5% with the fix). */
+ * here, 5% with the fix; the same code measured 11-16% on a slower day of
+ * this VM, and failed a 15% bound 1 run in 5, so the bound is 20%). */
 static void orphan_stream(void *arg)
 {
     (void)arg;
@@ -89,7 +90,7 @@ static void orphan_stream(void *arg)
     WAIT_UNTIL(test_metric("/stacks/frozen:tasks") >= FIRST, 60);
     int added = 0;
     double used = 1;
-    for (int i = 0; i < 3 && used >= 0.15; i++) {
+    for (int i = 0; i < 3 && used >= 0.20; i++) {
         double c0 = cpu_seconds();
         int64_t t0 = mote_now();
         while (mote_now() - t0 < 1000000000 && added < MAX_ADDS) {
@@ -102,7 +103,7 @@ static void orphan_stream(void *arg)
         printf("a task thawed in place every 3 ms: %.1f%% of a CPU (%d added)\n",
                used * 100, added);
     }
-    CHECK(used < 0.15);
+    CHECK(used < 0.20);
     CHECK_EQ(mote_wg_wait(&napping), 0);
     CHECK_EQ(mote_chan_close(gate), 0);
     WAIT_UNTIL(test_metric("/tasks/blocked:tasks") == 0, 60);
