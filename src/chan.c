@@ -182,12 +182,11 @@ int mote_chan_trysend(mote_chan *c, const void *elem)
 {
     if (!chan_valid(c) || (elem == NULL && c->elem_size != 0))
         return -EINVAL;
-    if (chan_send_would_block(c))
-        return -EAGAIN;
-    if (LOAD(&c->closed, ACQUIRE))
-        return MOTE_ECLOSED;
+    int r = chan_poll_unlocked(c, MOTE_SEND, NULL);
+    if (r != CHAN_LOCKED)
+        return r;
     spin_lock(&c->lock);
-    int r = chan_send_locked(c, elem);
+    r = chan_send_locked(c, elem);
     if (r == -EAGAIN)
         spin_unlock(&c->lock);
     return r;
@@ -197,15 +196,11 @@ int mote_chan_tryrecv(mote_chan *c, void *elem)
 {
     if (!chan_valid(c))
         return -EINVAL;
-    if (chan_recv_would_block(c))
-        return -EAGAIN;
-    if (chan_recv_closed_drained(c)) {
-        if (elem)
-            memset(elem, 0, c->elem_size);
-        return MOTE_ECLOSED;
-    }
+    int r = chan_poll_unlocked(c, MOTE_RECV, elem);
+    if (r != CHAN_LOCKED)
+        return r;
     spin_lock(&c->lock);
-    int r = chan_recv_locked(c, elem);
+    r = chan_recv_locked(c, elem);
     if (r == -EAGAIN)
         spin_unlock(&c->lock);
     return r;

@@ -24,6 +24,7 @@
 #ifndef MOTE_CHAN_H
 #define MOTE_CHAN_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -90,38 +91,43 @@ static inline bool chan_maybe_ready(mote_chan *c, int op)
     return count < c->cap || list_peek_nonempty(&c->recvq);
 }
 
-/* Without the lock, and exact (Go's argument in chanrecv/chansend): a
- * receive would block now, or a send would.  Each reads two things in an
- * order that makes one moment true of both: a receive, that c was empty
- * and then still open (a close is for good, so it was open when seen
- * empty); a send, that c was open and then still full (a closed channel
- * never fills, so it was full while open).  Acquire loads keep the two
- * reads in that order.  A stale record in a queue only sends the caller
- * to the lock. */
-static inline bool chan_recv_would_block(mote_chan *c)
+/* Without the lock: whether c holds nothing to receive (no buffered value;
+ * unbuffered, no sender queued).  An acquire load, so a read after it is
+ * done after it (chan_poll_unlocked relies on the order). */
+static inline bool chan_empty_acquire(mote_chan *c)
 {
-    /* (the first read is an acquire too: a relaxed one could be done
-     * after the close flag's) */
-    bool empty =
-        c->cap ? LOAD(&c->count, ACQUIRE) == 0 : LOAD(&c->sendq.head, ACQUIRE) == NULL;
-    return empty && !LOAD(&c->closed, ACQUIRE);
+    return c->cap ? LOAD(&c->count, ACQUIRE) == 0 : LOAD(&c->sendq.head, ACQUIRE) == NULL;
 }
 
-static inline bool chan_send_would_block(mote_chan *c)
+#define CHAN_LOCKED 1 /* chan_poll_unlocked: the answer needs the lock */
+
+/* The non-blocking send or receive (op) answered without the lock, as Go's
+ * chanrecv/chansend do with block false: -EAGAIN (would block), MOTE_ECLOSED
+ * (recv_elem, if any, zeroed), or CHAN_LOCKED.  Exact, because each answer
+ * rests on two reads in an order that makes one moment true of both: a
+ * receive would block if c was empty and then still open (a close is for
+ * good, so it was open when seen empty); a closed c seen empty after it
+ * stays empty (no send succeeds after a close); a send would block if c
+ * was open and then still full (a closed channel never fills).  A stale
+ * record in a queue only sends the caller to the lock. */
+static inline int chan_poll_unlocked(mote_chan *c, int op, void *recv_elem)
 {
+    if (op == MOTE_RECV) {
+        if (!chan_empty_acquire(c))
+            return CHAN_LOCKED;
+        if (!LOAD(&c->closed, ACQUIRE))
+            return -EAGAIN;
+        if (!chan_empty_acquire(c))
+            return CHAN_LOCKED;
+        if (recv_elem)
+            memset(recv_elem, 0, c->elem_size);
+        return MOTE_ECLOSED;
+    }
     if (LOAD(&c->closed, ACQUIRE))
-        return false;
-    return c->cap ? LOAD(&c->count, ACQUIRE) == c->cap : !list_peek_nonempty(&c->recvq);
-}
-
-/* Without the lock: c is closed and drained, for good (no send succeeds
- * after a close), so a receive returns MOTE_ECLOSED now.  Closed is read
- * first: then an empty buffer (and, unbuffered, no sender) seen after it
- * stays empty. */
-static inline bool chan_recv_closed_drained(mote_chan *c)
-{
-    return LOAD(&c->closed, ACQUIRE) &&
-           (c->cap ? LOAD(&c->count, ACQUIRE) == 0 : !list_peek_nonempty(&c->sendq));
+        return MOTE_ECLOSED;
+    bool full =
+        c->cap ? LOAD(&c->count, ACQUIRE) == c->cap : !list_peek_nonempty(&c->recvq);
+    return full ? -EAGAIN : CHAN_LOCKED;
 }
 
 static inline void chan_buf_put(mote_chan *c, const void *src)

@@ -223,23 +223,13 @@ int mote_select(mote_case *cases, size_t n, int64_t timeout_ns)
         size_t i = 0;
         while (cases[i].chan == NULL)
             i++;
-        mote_chan *c = cases[i].chan;
-        if (cases[i].op == MOTE_RECV) {
-            if (chan_recv_would_block(c))
-                return -EAGAIN;
-            if (chan_recv_closed_drained(c)) {
-                if (cases[i].elem)
-                    memset(cases[i].elem, 0, c->elem_size);
-                cases[i].result = MOTE_ECLOSED;
-                return (int)i;
-            }
-        } else {
-            if (chan_send_would_block(c))
-                return -EAGAIN;
-            if (LOAD(&c->closed, ACQUIRE)) {
-                cases[i].result = MOTE_ECLOSED;
-                return (int)i;
-            }
+        int r = chan_poll_unlocked(cases[i].chan, cases[i].op,
+                                   cases[i].op == MOTE_RECV ? cases[i].elem : NULL);
+        if (r == -EAGAIN)
+            return r;
+        if (r == MOTE_ECLOSED) {
+            cases[i].result = r;
+            return (int)i;
         }
     }
     task *self = mote__self();
