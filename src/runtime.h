@@ -208,7 +208,8 @@ uint64_t mote__memory_used(bool force);
  * pressure or a release request says so.  Needs stack: the worker's own
  * context only. */
 void mote__memory_trim(worker *w, int64_t now);
-/* Whether mote__memory_trim has anything to do at now (cheap). */
+/* Whether mote__memory_trim has anything to do at now (cheap); a release
+ * request is the caller's to check (sched_chores_due). */
 bool mote__memory_trim_due(worker *w, int64_t now);
 
 /* ---- statistics (sched_stats.c) ---------------------------------------------- */
