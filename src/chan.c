@@ -248,9 +248,11 @@ size_t mote_chan_cap(const mote_chan *c) { return chan_valid(c) ? c->cap : 0; }
 static bool chan_has_live(const mote_waitq *q)
 {
     for (const list_node *n = q->head; n; n = n->next) {
-        mote__freeze_touch(n); /* records live on parked stacks */
+        task *h = mote__freeze_touch(n); /* records live on parked stacks */
         const waiter *w = list_entry(n, waiter, link);
-        if (LOAD(&w->t->wait_state, ACQUIRE) == TASK_WAITING)
+        bool live = LOAD(&w->t->wait_state, ACQUIRE) == TASK_WAITING;
+        mote__freeze_let_go(h);
+        if (live)
             return true;
     }
     return false;

@@ -346,14 +346,18 @@ bool mote__freeze_adopt(task *t)
     return true;
 }
 
-void mote__freeze_touch_slow(const void *p, bool stays)
+task *mote__freeze_touch_slow(const void *p, bool stays)
 {
     stack_where at;
     if (!mote__stack_locate((uintptr_t)p, &at) || !at.owner)
-        return;
+        return NULL;
     task *t = at.owner;
-    if (LOAD(&t->fz, ACQUIRE) & FZ_STATE)
+    /* Held before the state is read, and the freezer reads the hold after
+     * it publishes FREEZING (fz_batch): one of the two sees the other. */
+    FETCH_ADD(&t->fz_hold, 1, SEQ_CST);
+    if (LOAD(&t->fz, SEQ_CST) & FZ_STATE)
         mote__freeze_thaw(t, FREEZE_RUNTIME, stays);
+    return t;
 }
 
 /* ---- freezing ------------------------------------------------------------------ */
@@ -513,11 +517,22 @@ static size_t fz_batch(task *const *cand, size_t n, fz_scratch *scratch)
         if (v & FZ_ORPHAN) /* queued again before its worker swept for it */
             v = fz_apply_outcome(t, v);
         if ((v & FZ_STATE) != FZ_ACTIVE ||
-            LOAD(&t->wait_state, ACQUIRE) != TASK_WAITING) {
+            LOAD(&t->wait_state, ACQUIRE) != TASK_WAITING ||
+            LOAD(&t->fz_hold, RELAXED) != 0) {
             fz_unlock(t, v);
             continue;
         }
         fz_unlock(t, FZ_FREEZING);
+        /* A thread that touched it and has yet to access it (freeze.h):
+         * publish FREEZING, then look for its hold (it looks at the state
+         * after taking the hold), so that either it waits for this batch
+         * or the task is left alone. */
+        FENCE(SEQ_CST);
+        if (LOAD(&t->fz_hold, RELAXED) != 0) {
+            fz_lock(t);
+            fz_unlock(t, FZ_ACTIVE); /* (a toucher that saw FREEZING retries) */
+            continue;
+        }
         FETCH_ADD(&mote__freeze_nfrozen, 1, RELAXED);
         c[m++] = (fz_cand){.t = t,
                            .lo = sp & ~(uintptr_t)(OS_PAGE - 1),

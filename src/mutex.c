@@ -167,7 +167,8 @@ int mote_mutex_unlock(mote_mutex *m)
             spin_unlock(&m->lock);
             return -EPERM;
         }
-        waiter *w = mote__waitq_first(&m->waiters);
+        task *held;
+        waiter *w = mote__waitq_first(&m->waiters, &held);
         int wake = 0;
         if (w && mote__os_coarse_ns() - w->since >= MUTEX_STARVE_NS) {
             wake = MUTEX_WAKE_HANDOFF; /* stays locked, now for w */
@@ -180,6 +181,7 @@ int mote_mutex_unlock(mote_mutex *m)
              * path, as our last access. */
             while (!CAS(&m->state, &s, s & ~MUTEX_WAITERS, RELAXED))
                 ;
+            mote__freeze_let_go(held);
             spin_unlock(&m->lock);
             continue;
         }
@@ -199,6 +201,7 @@ int mote_mutex_unlock(mote_mutex *m)
                 break;
         }
         if (!w) {
+            mote__freeze_let_go(held);
             spin_unlock(&m->lock);
             return 0;
         }
@@ -214,6 +217,7 @@ int mote_mutex_unlock(mote_mutex *m)
             FETCH_AND(&m->state,
                       wake == MUTEX_WAKE_HANDOFF ? ~MUTEX_LOCKED : ~MUTEX_WOKEN, RELAXED);
         }
+        mote__freeze_let_go(held); /* (before t may run and end) */
         spin_unlock(&m->lock);
         if (claimed)
             mote__park_ready(t, wake);

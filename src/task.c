@@ -32,6 +32,7 @@ void mote__task_destroy(task *t, stack_cache *cache)
 {
     mote__assert(t->timer_idx == TIMER_NONE);
     mote__assert(!t->trim_queued);
+    mote__assert(LOAD(&t->fz_hold, RELAXED) == 0); /* (freeze.h) */
     if (t->started) {
         if (mote__freeze_forget(t)) /* its pages are gone: leave them */
             mote__stack_abandon(&t->stack, cache);

@@ -69,6 +69,7 @@ struct task { /* ordered to pack: 160 bytes in a plain build */
     uint8_t fz_shift : 3;   /* its freeze threshold is MOTE_STACK_FREEZE << this */
     uint8_t in_limbo : 1;   /* queued on trim_state.limbo, not .parked (trim.c) */
     uint8_t fz;             /* atomic: freeze state and lock bits (freeze.h) */
+    uint32_t fz_hold;       /* atomic: threads between a touch and its access */
     sanfiber_ctx san;       /* sanitizer and valgrind stack state */
 };
 

@@ -22,17 +22,18 @@ static void waitq_publish_common(mote_waitq *q, int *lock, waiter *w, void *obj)
 void mote__waitq_publish(mote_waitq *q, int *lock, waiter *w, void *obj)
 {
     waitq_publish_common(q, lock, w, obj);
-    if (q->tail) /* its link is written, on its parked stack */
-        mote__freeze_touch(q->tail);
+    /* its link is written, on its parked stack */
+    task *h = q->tail ? mote__freeze_touch(q->tail) : NULL;
     list_push_back(q, &w->link);
+    mote__freeze_let_go(h);
 }
 
 void mote__waitq_publish_front(mote_waitq *q, int *lock, waiter *w, void *obj)
 {
     waitq_publish_common(q, lock, w, obj);
-    if (q->head)
-        mote__freeze_touch(q->head);
+    task *h = q->head ? mote__freeze_touch(q->head) : NULL;
     list_push_front(q, &w->link);
+    mote__freeze_let_go(h);
 }
 
 waiter *mote__waitq_claim(mote_waitq *q)
@@ -40,9 +41,12 @@ waiter *mote__waitq_claim(mote_waitq *q)
     for (list_node *n = q->head; n; n = n->next) {
         /* Records live on parked stacks.  Its task runs next: claimed here,
          * or (a stale record) by whoever did. */
-        mote__freeze_touch_waking(n);
+        task *h = mote__freeze_touch_waking(n);
         waiter *w = list_entry(n, waiter, link);
-        if (mote__park_claim(w->t)) {
+        bool claimed = mote__park_claim(w->t);
+        /* (claimed, it is no longer a task its worker would freeze) */
+        mote__freeze_let_go(h);
+        if (claimed) {
             mote__waitq_unlink(w);
             return w;
         }

@@ -82,21 +82,24 @@ static inline void mote__waitq_unlink(waiter *w)
 {
     mote__assert(w->linked);
     /* the neighbours' links are written, on their parked stacks */
-    if (w->link.prev)
-        mote__freeze_touch(w->link.prev);
-    if (w->link.next)
-        mote__freeze_touch(w->link.next);
+    struct task *hp = w->link.prev ? mote__freeze_touch(w->link.prev) : NULL;
+    struct task *hn = w->link.next ? mote__freeze_touch(w->link.next) : NULL;
     mote__assert_expensive(list_contains(w->q, &w->link));
     list_remove(w->q, &w->link);
+    mote__freeze_let_go(hp);
+    mote__freeze_let_go(hn);
     w->linked = false;
     mote__assert_expensive(list_valid(w->q));
 }
 
-static inline waiter *mote__waitq_first(mote_waitq *q)
+/* The first record of q, or NULL; *held: what to let go of
+ * (mote__freeze_let_go) after the last access to it.  Lock held. */
+static inline waiter *mote__waitq_first(mote_waitq *q, struct task **held)
 {
+    *held = NULL;
     if (!q->head)
         return NULL;
-    mote__freeze_touch(q->head); /* records live on parked stacks */
+    *held = mote__freeze_touch(q->head); /* records live on parked stacks */
     return list_entry(q->head, waiter, link);
 }
 

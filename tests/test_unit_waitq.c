@@ -15,6 +15,15 @@
 #include "task.h"
 #include "waitq.h"
 
+/* The first record; nothing is frozen here, so nothing is held. */
+static waiter *first(mote_waitq *q)
+{
+    task *held;
+    waiter *w = mote__waitq_first(q, &held);
+    CHECK(held == NULL);
+    return w;
+}
+
 static task *fake_task(int state)
 {
     task *t = calloc(1, sizeof *t);
@@ -50,7 +59,7 @@ TEST_TASK(claim_skips_stale_records_and_unlinks_the_winner)
     link_record(&q, &lock, &ws, stale);
     link_record(&q, &lock, &wa, a);
     link_record(&q, &lock, &wb, b);
-    CHECK(mote__waitq_first(&q) == &ws);
+    CHECK(first(&q) == &ws);
     spin_lock(&lock);
     CHECK(mote__waitq_claim(&q) == &wa);
     CHECK(!wa.linked);
@@ -59,7 +68,7 @@ TEST_TASK(claim_skips_stale_records_and_unlinks_the_winner)
     CHECK(mote__waitq_claim(&q) == NULL);
     spin_unlock(&lock);
     CHECK_EQ(queue_len(&q), 1); /* the stale record stays for its owner */
-    CHECK(ws.linked && mote__waitq_first(&q) == &ws);
+    CHECK(ws.linked && first(&q) == &ws);
     CHECK_EQ(stale->wait_state, TASK_CLAIMED);
     /* a claimed task cannot be claimed again through another record */
     waiter wa2;
@@ -103,7 +112,7 @@ TEST_TASK(claim_all_claims_every_live_waiter_with_the_result)
     }
     CHECK(x == &before);
     CHECK_EQ(queue_len(&q), 1);
-    CHECK(mote__waitq_first(&q) == &w[2]);
+    CHECK(first(&q) == &w[2]);
     spin_lock(&lock);
     mote__waitq_unlink(&w[2]);
     spin_unlock(&lock);
@@ -137,7 +146,7 @@ TEST_TASK(publish_links_at_either_end_and_chains_to_the_task)
     mote__waitq_publish_front(&q, &lock, &w3, &obj);
     spin_unlock(&lock);
     /* queue order: w3 w1 w2; the task's chain: newest first */
-    CHECK(mote__waitq_first(&q) == &w3);
+    CHECK(first(&q) == &w3);
     CHECK(w3.link.next == &w1.link && w1.link.next == &w2.link && !w2.link.next);
     CHECK(self->waits == &w3 && w3.also == &w2 && w2.also == &w1 && !w1.also);
     for (waiter *w = self->waits; w; w = w->also)
@@ -185,9 +194,9 @@ TEST_TASK(discard_takes_a_tasks_records_out_and_calls_hooks)
     CHECK(!a.linked && !d.linked);
     CHECK(c.linked); /* left to its hook, which did not unlink it */
     CHECK_EQ(queue_len(&q1), 1);
-    CHECK(mote__waitq_first(&q1) == &o);
+    CHECK(first(&q1) == &o);
     CHECK_EQ(queue_len(&q2), 1);
-    CHECK(mote__waitq_first(&q2) == &c);
+    CHECK(first(&q2) == &c);
     CHECK_EQ(lock1, 0); /* locks were released */
     CHECK_EQ(lock2, 0);
     free(t);
