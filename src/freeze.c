@@ -526,9 +526,11 @@ static size_t fz_batch(task *const *cand, size_t n, fz_scratch *scratch)
         /* A thread that touched it and has yet to access it (freeze.h):
          * publish FREEZING, then look for its hold (it looks at the state
          * after taking the hold), so that either it waits for this batch
-         * or the task is left alone. */
-        FENCE(SEQ_CST);
-        if (LOAD(&t->fz_hold, RELAXED) != 0) {
+         * or the task is left alone.  The look is a read-modify-write:
+         * one that comes before a toucher's increment in the hold's order
+         * is read by it, which orders FREEZING before the toucher's look
+         * at the state (a fence would do, but gcc's TSan rejects them). */
+        if (FETCH_ADD(&t->fz_hold, 0, SEQ_CST) != 0) {
             fz_lock(t);
             fz_unlock(t, FZ_ACTIVE); /* (a toucher that saw FREEZING retries) */
             continue;
