@@ -171,7 +171,6 @@ void mote__sched_switch(worker *w, task *from, task *to)
     sanfiber_enter(fs, from && from == w->dead, to ? &to->san : &w->san);
     int saved_errno = errno; /* errno is the thread's: keep it the task's */
     mote__arch_switch(fc, tc);
-    errno = saved_errno;
     sanfiber_landed(fs);
     task *x = w->exited;
     if (x) { /* only ever on landing in the worker's own context */
@@ -184,6 +183,9 @@ void mote__sched_switch(worker *w, task *from, task *to)
         sched_exit_books(w, x);
     }
     sched_release_dead(w);
+    /* Last: what ran since the switch (a dead task's stack and struct
+     * released, a sanitizer's fiber bookkeeping) may have set errno. */
+    errno = saved_errno;
 }
 
 static void task_entry(void *arg);
