@@ -517,8 +517,7 @@ static size_t fz_batch(task *const *cand, size_t n, fz_scratch *scratch)
         if (v & FZ_ORPHAN) /* queued again before its worker swept for it */
             v = fz_apply_outcome(t, v);
         if ((v & FZ_STATE) != FZ_ACTIVE ||
-            LOAD(&t->wait_state, ACQUIRE) != TASK_WAITING ||
-            LOAD(&t->fz_hold, RELAXED) != 0) {
+            LOAD(&t->wait_state, ACQUIRE) != TASK_WAITING) {
             fz_unlock(t, v);
             continue;
         }
