@@ -327,18 +327,11 @@ static void cond_sleeper(void *arg)
     CHECK_EQ(mote_wg_done(&q->wg), 0);
 }
 
-static int waiting(sleepers *q)
+/* One of q's counts (waiting, woke), read under its mutex. */
+static int locked_read(sleepers *q, const int *count)
 {
     CHECK_EQ(mote_mutex_lock(&q->m), 0);
-    int n = q->waiting;
-    CHECK_EQ(mote_mutex_unlock(&q->m), 0);
-    return n;
-}
-
-static int woke(sleepers *q)
-{
-    CHECK_EQ(mote_mutex_lock(&q->m), 0);
-    int n = q->woke;
+    int n = *count;
     CHECK_EQ(mote_mutex_unlock(&q->m), 0);
     return n;
 }
@@ -356,15 +349,15 @@ TEST_TASK(cond_signal_wakes_one_and_broadcast_all)
      * alone is not enough: a task woken from the mutex's queue counts as
      * blocked until it runs, so ten blocked could be two on the condition
      * and eight behind the mutex; seen in a Debug build, 1 run in CI.) */
-    WAIT_UNTIL(waiting(&q) == 10 && blocked() == 10, 60);
+    WAIT_UNTIL(locked_read(&q, &q.waiting) == 10 && blocked() == 10, 60);
     CHECK_EQ(mote_mutex_lock(&q.m), 0);
     CHECK_EQ(mote_cond_signal(&q.c), 0);
     CHECK_EQ(mote_mutex_unlock(&q.m), 0);
-    WAIT_UNTIL(woke(&q) == 1, 60);
+    WAIT_UNTIL(locked_read(&q, &q.woke) == 1, 60);
     /* A second wake-up would show within this window (it needs only the
      * free mutex); the nine others must still wait. */
     mote_sleep(10 * MS);
-    CHECK_EQ(woke(&q), 1);
+    CHECK_EQ(locked_read(&q, &q.woke), 1);
     CHECK_EQ(blocked(), 9);
     CHECK_EQ(mote_mutex_lock(&q.m), 0);
     CHECK_EQ(mote_cond_broadcast(&q.c), 0);
