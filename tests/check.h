@@ -54,6 +54,8 @@
         }                                                                               \
     } while (0)
 
+#include <errno.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define TEST_PASS(name) printf("%s: ok\n", name)
@@ -124,6 +126,60 @@ static inline void test_task_trampoline(void *arg)
     test_task_fn();
 }
 
+/* A case that hangs in CI is killed by ctest with nothing to show why.
+ * With MOTE_TEST_WATCHDOG=secs (set by tests/CMakeLists.txt a little
+ * under ctest's timeout), a grandchild forked before the case starts (so
+ * it holds none of the case's descriptors, and is no child a case could
+ * reap) waits on the case's process; if it is still running after secs,
+ * it prints every thread's backtrace (gdb, when installed) and kills it. */
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+static inline void test_watchdog_start(const char *name)
+{
+    const char *e = getenv("MOTE_TEST_WATCHDOG");
+    long secs = e ? atol(e) : 0;
+    if (secs <= 0)
+        return;
+    pid_t target = getpid();
+    fflush(stdout);
+    fflush(stderr);
+    pid_t p = fork();
+    if (p != 0) {
+        if (p > 0)
+            while (waitpid(p, NULL, 0) < 0 && errno == EINTR) {
+            }
+        return;
+    }
+    if (fork() != 0)
+        _exit(0);
+    int pfd = (int)syscall(SYS_pidfd_open, target, 0);
+    if (pfd < 0)
+        _exit(0);
+    struct pollfd x = {.fd = pfd, .events = POLLIN};
+    int r;
+    while ((r = poll(&x, 1, (int)(secs * 1000))) < 0 && errno == EINTR) {
+    }
+    if (r != 0)
+        _exit(0); /* the case ended */
+    char pid[24];
+    snprintf(pid, sizeof pid, "%d", (int)target);
+    dprintf(2, "\n*** watchdog: %s (pid %s) still running after %ld s; its threads:\n",
+            name, pid, secs);
+    pid_t g = fork();
+    if (g == 0) {
+        dup2(2, 1);
+        execlp("gdb", "gdb", "-batch", "-nx", "-p", pid, "-ex", "info threads", "-ex",
+               "thread apply all bt", (char *)NULL);
+        dprintf(2, "*** watchdog: no gdb to show them\n");
+        _exit(127);
+    }
+    if (g > 0)
+        waitpid(g, NULL, 0);
+    syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0); /* (not a reused pid) */
+    _exit(0);
+}
+
 static inline int test_harness_main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--list")) {
@@ -131,6 +187,8 @@ static inline int test_harness_main(int argc, char **argv)
             printf("%s\n", test_cases[i].name);
         return 0;
     }
+    if (argc > 1)
+        test_watchdog_start(argv[1]);
     int ran = 0;
     for (int i = 0; i < test_ncases; i++) {
         const test_case *c = &test_cases[i];

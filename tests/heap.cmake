@@ -27,6 +27,6 @@ endif()
 # thread (a long-lived child needs one). TSan refuses new threads after such
 # a fork unless told that the program means it.
 if(TARGET test_heap_fork AND MOTE_SANITIZE STREQUAL "thread")
-  set_tests_properties(${MOTE_TESTS_test_heap_fork} PROPERTIES
+  set_property(TEST ${MOTE_TESTS_test_heap_fork} APPEND PROPERTY
     ENVIRONMENT "TSAN_OPTIONS=die_after_fork=0")
 endif()

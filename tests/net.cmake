@@ -5,9 +5,9 @@
 # - One case closes a descriptor under a reading task on purpose (the race
 #   it tests); tsan-close-race.supp names that one closer.
 if(TARGET test_net AND MOTE_SANITIZE STREQUAL "thread")
-  set_tests_properties(test_net.a_fork_child_has_a_blocking_pool_of_its_own PROPERTIES
+  set_property(TEST test_net.a_fork_child_has_a_blocking_pool_of_its_own APPEND PROPERTY
     ENVIRONMENT "TSAN_OPTIONS=die_after_fork=0")
-  set_tests_properties(test_net.close_from_a_plain_thread_races_no_reader_into_a_stale_wait
-    PROPERTIES ENVIRONMENT
+  set_property(TEST test_net.close_from_a_plain_thread_races_no_reader_into_a_stale_wait
+    APPEND PROPERTY ENVIRONMENT
     "TSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/tsan-close-race.supp")
 endif()
