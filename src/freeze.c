@@ -528,8 +528,12 @@ static size_t fz_batch(task *const *cand, size_t n, fz_scratch *scratch)
          * or the task is left alone.  The look is a read-modify-write:
          * one that comes before a toucher's increment in the hold's order
          * is read by it, which orders FREEZING before the toucher's look
-         * at the state (a fence would do, but gcc's TSan rejects them). */
-        if (FETCH_ADD(&t->fz_hold, 0, SEQ_CST) != 0) {
+         * at the state (a fence would do, but gcc's TSan rejects them).
+         * A claimer lets go before it writes the claimed task's record:
+         * one whose let-go this look reads made its claim visible, hence
+         * the second look at the wait state. */
+        if (FETCH_ADD(&t->fz_hold, 0, SEQ_CST) != 0 ||
+            LOAD(&t->wait_state, ACQUIRE) != TASK_WAITING) {
             fz_lock(t);
             fz_unlock(t, FZ_ACTIVE); /* (a toucher that saw FREEZING retries) */
             continue;
