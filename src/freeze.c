@@ -19,7 +19,9 @@
  *
  * State: one userfaultfd for the process (opened at the first run that
  * freezes), a handler thread per run, counters.  Locks: each task's FZ_LOCK
- * bit, a leaf lock; the handler takes no other.
+ * bit, a leaf lock; the handler takes no other, and no heap lock either (a
+ * thread that faults on a stack page while holding one waits for the
+ * handler): the images it thaws go to a graveyard the workers empty.
  */
 #include "freeze.h"
 
@@ -140,6 +142,39 @@ static unsigned char fz_handler_buf[FZ_MAX_LIVE + OS_PAGE]
     __attribute__((aligned(OS_PAGE)));
 static __thread bool fz_in_handler;
 
+/* A thawed task's image, once restored.  The handler's go to the graveyard
+ * (a lock-free stack, linked through the images): its mote_free could wait
+ * for a heap lock held by a thread that is itself waiting for the handler,
+ * faulting on its own stack (a worker freeing a dead task, on the stack of
+ * the task it just thawed and resumed). */
+typedef struct fz_grave {
+    struct fz_grave *next;
+} fz_grave;
+void *mote__freeze_graveyard;
+
+static void fz_image_free(fz_image *img)
+{
+    if (!fz_in_handler) {
+        mote_free(img);
+        return;
+    }
+    fz_grave *g = (fz_grave *)(void *)img;
+    void *old = LOAD(&mote__freeze_graveyard, RELAXED);
+    do {
+        g->next = old;
+    } while (!CAS_WEAK(&mote__freeze_graveyard, &old, (void *)g, RELEASE));
+}
+
+void mote__freeze_reap_slow(void)
+{
+    fz_grave *g = XCHG(&mote__freeze_graveyard, NULL, ACQUIRE);
+    while (g) {
+        fz_grave *next = g->next;
+        mote_free(g);
+        g = next;
+    }
+}
+
 static unsigned char *fz_bounce_take(void)
 {
     if (fz_in_handler)
@@ -231,6 +266,10 @@ void mote__freeze_thaw(task *t, enum freeze_cause cause, bool stays)
 static void fz_thaw(task *t, enum freeze_cause cause, bool stays)
 {
     for (;;) {
+        /* Not under the lock: a call there (out of line) could grow this
+         * thread's stack into a page only the handler brings back, while
+         * the handler waits for this very lock. */
+        int64_t t0 = mote__os_now_ns();
         uint8_t v = fz_lock(t);
         switch (v & FZ_STATE) {
         case FZ_ACTIVE: fz_unlock(t, v); return;
@@ -240,7 +279,6 @@ static void fz_thaw(task *t, enum freeze_cause cause, bool stays)
                 return; /* the faulting access waits in the kernel */
             break;
         case FZ_FROZEN: {
-            int64_t t0 = mote__os_now_ns();
             /* Read while THAWING: once ACTIVE, the task may run, end and
              * be freed before the hook is called; the worker outlives the
              * hook (mote__freeze_stop waits for `telling`). */
@@ -256,7 +294,7 @@ static void fz_thaw(task *t, enum freeze_cause cause, bool stays)
             FETCH_ADD(&fz.thaws[cause], 1, RELAXED);
             int r = fz_restore(t, img, v & FZ_DEEP);
             uint8_t outcome = fz_outcome(img);
-            mote_free(img);
+            fz_image_free(img);
             t->trim_link = (list_node){NULL, NULL};
             /* Left parked, it is on no list that would freeze it again:
              * its worker sweeps for it. */
@@ -534,8 +572,14 @@ static size_t fz_batch(task *const *cand, size_t n, fz_scratch *scratch)
          * the second look at the wait state. */
         if (FETCH_ADD(&t->fz_hold, 0, SEQ_CST) != 0 ||
             LOAD(&t->wait_state, ACQUIRE) != TASK_WAITING) {
-            fz_lock(t);
-            fz_unlock(t, FZ_ACTIVE); /* (a toucher that saw FREEZING retries) */
+            /* (a toucher that saw FREEZING retries; a fault that did went
+             * back to sleep in the kernel, for the restore that would have
+             * followed: nothing was protected or dropped, so it retries) */
+            bool wanted = fz_lock(t) & FZ_WANTED;
+            fz_unlock(t, FZ_ACTIVE);
+            if (wanted)
+                mote__os_uffd_wake(fz.ufd, (void *)stack_lo(&t->stack),
+                                   top - stack_lo(&t->stack));
             continue;
         }
         FETCH_ADD(&mote__freeze_nfrozen, 1, RELAXED);
@@ -782,6 +826,7 @@ static void fz_fork_child(void)
     fz.handler_on = false;
     STORE(&fz.telling, 0, RELAXED); /* the parent's threads' */
     fz_bounces.lock = 0;            /* (the buffers stay: the heap forks with them) */
+    STORE(&mote__freeze_graveyard, NULL, RELAXED); /* (the parent's to free) */
     STORE(&fz.threshold, -1, RELAXED);
 }
 
@@ -870,6 +915,7 @@ void mote__freeze_stop(void)
         mote__os_event_drain(fz.stop_fd);
         fz.handler_on = false;
     }
+    mote__freeze_reap();
     STORE(&fz.threshold, -1, RELAXED);
     /* The run's workers go after this: no thaw may still tell one. */
     STORE(&fz.orphaned, NULL, RELEASE);
@@ -901,15 +947,17 @@ bool mote__freeze_forget(task *t)
             fz_unlock(t, v);
             fz_signals_on(&old);
             return false;
-        case FZ_FROZEN:
-            FETCH_SUB(&fz.bytes, t->fz_img->len, RELAXED);
+        case FZ_FROZEN: {
+            fz_image *img = t->fz_img;
+            FETCH_SUB(&fz.bytes, img->len, RELAXED);
             FETCH_SUB(&fz.frozen, 1, RELAXED);
-            mote_free(t->fz_img);
             t->fz_img = NULL;
             fz_unlock(t, FZ_ACTIVE);
             fz_signals_on(&old);
+            mote_free(img); /* (not under the lock: fz_thaw says why) */
             FETCH_SUB(&mote__freeze_nfrozen, 1, RELAXED);
             return true;
+        }
         default:
             /* Thawing: the teardown read a record on the frozen stack (a
              * descriptor's or a channel's waiter), and the handler woke it

@@ -197,6 +197,16 @@ static inline void mote__freeze_let_go(struct task *h)
         FETCH_SUB(&h->fz_hold, 1, RELEASE);
 }
 
+/* Frees the images the fault handler thawed (it takes no heap lock: see
+ * freeze.c); a worker's chores, and the end of a run. */
+extern void *mote__freeze_graveyard;
+void mote__freeze_reap_slow(void);
+static inline void mote__freeze_reap(void)
+{
+    if (__builtin_expect(LOAD(&mote__freeze_graveyard, RELAXED) != NULL, 0))
+        mote__freeze_reap_slow();
+}
+
 /* Reads len bytes at addr of t's stack without thawing it (diagnostics):
  * from the image when frozen.  false when they cannot be read. */
 bool mote__freeze_peek(const task *t, uintptr_t addr, void *buf, size_t len);

@@ -370,6 +370,7 @@ void mote__trim_run(trim_state *s, stack_cache *cache, task *current, int64_t no
                     bool force)
 {
     s->clock = now;
+    mote__freeze_reap();
     if (s->delay < 0 && !force) {
         s->next = INT64_MAX;
         return;
