@@ -26,10 +26,10 @@
 #include "heap/heap.h"
 #include "mote.h"
 
-/* MOTE_DEBUG=2 walks a whole wait queue after each change, reading records
- * that live on other tasks' frozen stacks: like any foreign read, those
- * reads thaw by fault.  "Nothing of mote's faults its way in" holds below
- * that level. */
+/* MOTE_DEBUG=2 walks a whole wait queue after each change when nothing is
+ * frozen, reading records on other tasks' stacks: a freeze that starts
+ * during a walk makes those reads thaw by fault.  "Nothing of mote's
+ * faults its way in" holds below that level. */
 #if MOTE_DEBUG >= 2
 #define OWN_THAWS_ONLY 0
 #else
