@@ -119,6 +119,67 @@ TEST_TASK(depths_are_measured_per_entry_function)
     mote_chan_close(gate);
 }
 
+/* A frame probed page by page from the top down, as stack-clash
+ * protection does: with its stack registered for freezing, each fault
+ * continues a run, and the handler maps more pages below than the task
+ * reached.  Those are not its depth (they were: 24 KB read as ~80 KB). */
+#define PROBED 24000
+static void probes24k(void *arg)
+{
+    (void)arg;
+    char buf[PROBED];
+    for (long i = PROBED - 1; i >= 0; i -= 4096)
+        ((volatile char *)buf)[i] = 1;
+    ((volatile char *)buf)[0] = 1;
+    __asm__ volatile("" : : "r"(buf) : "memory");
+}
+
+static uint64_t metric_of(const char *name)
+{
+    uint64_t v = 0;
+    CHECK_EQ(mote_metric(name, &v), 0);
+    return v;
+}
+
+static void probed_main(void *arg)
+{
+    (void)arg;
+    if (metric_of("/stacks/freeze/mode:enum") != 1) {
+        printf("skipped: stacks are not frozen here\n");
+        return;
+    }
+    /* one frozen task registers its chunk, where the probers' stacks are */
+    gate = mote_chan_make(0, 0);
+    CHECK_EQ(mote_go(parks_after_6k, NULL), 0);
+    int64_t t0 = mote_now();
+    while (metric_of("/stacks/frozen:tasks") < 1) {
+        CHECK(mote_now() - t0 < 30000 * MS);
+        mote_sleep(2 * MS);
+    }
+    uint64_t stray0 = metric_of("/stacks/freeze/stray-faults:events");
+    for (int i = 0; i < 64; i++)
+        CHECK_EQ(mote_go(probes24k, NULL), 0);
+    while (metric_of("/tasks/live:tasks") > 2)
+        mote_sleep(2 * MS);
+    printf(
+        "probers: %llu stray faults\n",
+        (unsigned long long)(metric_of("/stacks/freeze/stray-faults:events") - stray0));
+    mote_chan_close(gate);
+}
+
+TEST(pages_mapped_ahead_of_a_growing_stack_are_not_its_depth)
+{
+    CHECK_EQ(test_run_env("MOTE_STACK_FREEZE", "1ms", probed_main, NULL), 0);
+    report_to();
+    if (!strstr(report, "\"probes24k\""))
+        return; /* not frozen here: skipped above */
+    long tasks, depth;
+    entry("probes24k", &tasks, &depth);
+    CHECK_EQ(tasks, 64);
+    fprintf(stderr, "probes24k measured %ld bytes\n", depth);
+    CHECK(depth >= PROBED && depth <= PROBED + 4096 + (TEST_SANITIZED ? 16384 : 1024));
+}
+
 TEST(report_outlives_the_run_and_checks_its_fd)
 {
     CHECK_EQ(mote_stack_report(-1), -EBADF);
