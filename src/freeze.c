@@ -694,20 +694,20 @@ static size_t fz_batch(task *const *cand, size_t n, fz_scratch *scratch)
  * with it, that was a tail (HTTP, 400 new connections after a freeze had
  * registered their chunk: 6,350 round trips in 3 s and p99 up to 25 ms,
  * against 2 ms with freezing off).  So a write fault just below the pages
- * the last fill gave maps four times as many, up to FZ_FILL_MAX: a 32 KiB
+ * the last fill gave fills four times as many, up to FZ_FILL_MAX: a 32 KiB
  * frame costs 3 round trips instead of 8, and a lone fault still fills one
- * page.  Only the faulting page is a page of its own; the ones below it
- * map the shared zero page, so a write to one is the kernel's copy-on-write
- * fault, with no round trip, and one never written costs no memory.  Nor
- * does it count as stack used: mote_stack_report measures depth from the
- * lowest page a task has of its own (trim.c), and a fill beyond the depth
- * a task reached had its entry's depth read 50 KB too deep (test_stackprof
- * under load, 5 runs of 25).  The runs are remembered by the page they
- * expect next, in a small table only this thread touches (a miss costs a
- * one-page fill, nothing else). */
+ * page (a task that ran 2 pages deeper keeps 3 more until its next trim).
+ * A task whose depth is being measured (hw_sample: the first of its entry
+ * function, one start in 256) is filled a page at a time: its depth is its
+ * lowest page in memory, and pages mapped ahead of it read as depth (a
+ * frame of 24 KB probed top down measured 86 KB).  Zero pages mapped ahead
+ * instead cost each later write a second, copy-on-write fault: growing
+ * 48 KiB took 1.7x as long.  The runs are remembered by the page
+ * they expect next, in a small table only this thread touches (a miss
+ * costs a one-page fill, nothing else). */
 #define FZ_FILL_MAX 16
 #define FZ_RUNS     64
-static unsigned char fz_zeros[OS_PAGE] __attribute__((aligned(OS_PAGE)));
+static unsigned char fz_zeros[FZ_FILL_MAX * OS_PAGE] __attribute__((aligned(OS_PAGE)));
 static struct {
     uintptr_t next; /* the page below the last fill */
     unsigned n;     /* how many pages it gave */
@@ -718,24 +718,26 @@ static inline unsigned fz_run_slot(uintptr_t page) { return (page / OS_PAGE) % F
 /* A page of a registered chunk that is absent but frozen by no one (a
  * stack growing into a page a trim gave back, or a fresh task's first
  * touch): a zeroed page of its own for a write (no second, copy-on-write
- * fault), and for a write that continues a run, zero pages below it, down
- * to lo (the slot's lowest usable page). */
-static void fz_fill(uintptr_t page, bool write, uintptr_t lo)
+ * fault), and for a write that continues a run, when ahead, more below
+ * it, down to lo (the slot's lowest usable page). */
+static void fz_fill(uintptr_t page, bool write, uintptr_t lo, bool ahead)
 {
     if (write) {
         unsigned want = 1, k = fz_run_slot(page);
-        if (fz_runs[k].next == page)
+        if (ahead && fz_runs[k].next == page)
             want = fz_runs[k].n * 4 > FZ_FILL_MAX ? FZ_FILL_MAX : fz_runs[k].n * 4;
         uintptr_t start = page - (uintptr_t)(want - 1) * OS_PAGE;
         if (start < lo) /* the slot's end */
             start = lo;
         size_t n = (page - start) / OS_PAGE + 1;
-        /* Below first, then the page itself, whose copy wakes the faulting
-         * thread.  A page below that is there already (the task ran that
-         * deep since the trim) stops the zero fill short: the run ends. */
-        if (n > 1 && mote__os_uffd_zeropage(fz.ufd, (void *)start, page - start) != 0)
+        int r = mote__os_uffd_copy(fz.ufd, (void *)start, fz_zeros, n * OS_PAGE);
+        if (r != 0 && n > 1) {
+            /* a page below was there (the task ran that deep since the
+             * trim): the copy stopped at it, and page was not reached */
             n = 1;
-        if (mote__os_uffd_copy(fz.ufd, (void *)page, fz_zeros, OS_PAGE) == 0) {
+            r = mote__os_uffd_copy(fz.ufd, (void *)page, fz_zeros, OS_PAGE);
+        }
+        if (r == 0) {
             FETCH_ADD(&fz.stray, 1, RELAXED);
             uintptr_t below = page - (n - 1) * OS_PAGE - OS_PAGE;
             k = fz_run_slot(below);
@@ -770,7 +772,7 @@ static void fz_fault(const os_uffd_fault *f)
     task *t = at.owner;
     uintptr_t lo = at.top - at.usable;
     if (!t) {
-        fz_fill(page, f->write, lo);
+        fz_fill(page, f->write, lo, true);
         return;
     }
     uint8_t v = fz_lock(t);
@@ -788,7 +790,7 @@ static void fz_fault(const os_uffd_fault *f)
     if ((v & FZ_STATE) == FZ_ACTIVE ||
         page < ((uintptr_t)t->ctx.sp & ~(uintptr_t)(OS_PAGE - 1))) {
         /* under the lock: no freeze of t can start meanwhile */
-        fz_fill(page, f->write, lo);
+        fz_fill(page, f->write, lo, !LOAD(&t->hw_sample, RELAXED));
         fz_unlock(t, v);
         return;
     }
@@ -815,8 +817,6 @@ static void *fz_handler(void *arg)
 }
 
 /* ---- a run ---------------------------------------------------------------------- */
-
-int mote__freeze_pagemap(void) { return fz.pagemap; }
 
 /* A forked child shares the parent's userfaultfd, which names the parent's
  * memory: it must never use it.  The child's copies of frozen stacks read

@@ -92,10 +92,6 @@ void mote__freeze_start(int64_t threshold_ns, bool explicit, bool trim_off,
 void mote__freeze_stop(void);
 /* ns a task must stay parked to be frozen, or -1 when freezing is off. */
 int64_t mote__freeze_threshold(void);
-/* /proc/self/pagemap once a run has registered stacks for freezing (their
- * fault fills map zero pages below a stack's lowest own page: a depth
- * measure skips them), else -1.  Stays open until a fork. */
-int mote__freeze_pagemap(void);
 
 #define FZ_BATCH 64
 

@@ -60,7 +60,8 @@ struct task { /* ordered to pack: 160 bytes in a plain build */
     bool started;
     bool is_main; /* its return ends the run */
     bool trim_queued;
-    bool hw_sample;         /* started on a trimmed stack: measure it */
+    bool hw_sample;         /* started on a trimmed stack: measure it (atomic
+                               stores: the fault handler reads it) */
     int8_t hw_bucket;       /* last measured high water, -1 unknown */
     bool io_woken;          /* readied by the netpoller: parked_at is then
                                when (wake-up latency metric) */

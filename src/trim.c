@@ -123,36 +123,6 @@ void mote__trim_on_park(trim_state *s, task *t)
     }
 }
 
-/* Whether the page at p holds only zeros. */
-static bool trim_page_zero(uintptr_t p)
-{
-    const uint64_t *w = (const uint64_t *)p, *end = (const uint64_t *)(p + OS_PAGE);
-    while (w < end && *w == 0)
-        w++;
-    return w == end;
-}
-
-/* low, the lowest page in memory of [low, top), moved up past the zero
- * pages the freeze handler's fault fills mapped below the lowest page the
- * task wrote (freeze.c, fz_fill): mapped, but not its own.  A page a fork
- * shares is not its own either; one holding anything but zeros stops the
- * walk, so only a zeroed page shared with a fork child is skipped. */
-static uintptr_t trim_own_low(uintptr_t low, uintptr_t top)
-{
-    int pm = mote__freeze_pagemap();
-    if (pm < 0 || low >= top)
-        return low;
-    uint64_t e[32];
-    size_t n = (top - low) / OS_PAGE;
-    if (n > 32)
-        n = 32;
-    if (mote__os_pagemap_read(pm, low, n, e) != 0)
-        return low;
-    for (size_t i = 0; i < n && mote__os_pagemap_shared(e[i]) && trim_page_zero(low); i++)
-        low += OS_PAGE;
-    return low;
-}
-
 /* The depth of a sampled task: its deepest page is the lowest resident one
  * (all below the top page were decommitted at its start, and the kernel
  * zero-fills a page at first touch), and in it the lowest non-zero word.
@@ -162,7 +132,6 @@ static uintptr_t trim_own_low(uintptr_t low, uintptr_t top)
 static void trim_measure(trim_state *s, task *t, uintptr_t low)
 {
     uintptr_t top = stack_top(&t->stack);
-    low = trim_own_low(low, top);
     if (low >= top)
         return;
     const uint64_t *p = (const uint64_t *)low, *end = (const uint64_t *)(low + OS_PAGE);
@@ -267,7 +236,7 @@ static void trim_ready(trim_state *s, size_t n)
 void mote__trim_on_start(trim_state *s, task *t, bool sample)
 {
     t->hw_bucket = -1;
-    t->hw_sample = false;
+    STORE(&t->hw_sample, false, RELAXED); /* the fault handler reads it */
     /* (not under valgrind, to which bytes below a stack pointer are dead) */
     if ((sample || (s->delay >= 0 && ++s->starts % TRIM_SAMPLE_EVERY == 0)) &&
         !sanfiber_on_valgrind()) {
@@ -282,7 +251,7 @@ void mote__trim_on_start(trim_state *s, task *t, bool sample)
         }
         /* (the slot's top words and the first frame come after this) */
         memset((void *)keep, 0, OS_PAGE - TRIM_TOP_KEEP);
-        t->hw_sample = true;
+        STORE(&t->hw_sample, true, RELAXED);
     }
 }
 

@@ -70,10 +70,6 @@ int mote__os_pagemap_read(int pagemap_fd, uintptr_t lo, size_t n, uint64_t *e);
  * i: page i).  Touching one where a userfaultfd watches for missing pages
  * would wait for its handler. */
 uint64_t mote__os_pagemap_unpopulated(const uint64_t *e, unsigned n);
-/* Whether a page whose entry is e is in memory but not this mapping's
- * alone: the shared zero page (a read of a page never written, or a
- * userfaultfd zero fill), or a page a fork shares. */
-bool mote__os_pagemap_shared(uint64_t e);
 int mote__os_decommit(void *p, size_t len);
 /* One byte per page of [p, p+len) (page aligned): bit 0 set when resident
  * (mincore).  0 or -errno. */

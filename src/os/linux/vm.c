@@ -212,12 +212,6 @@ int mote__os_pagemap_read(int pagemap_fd, uintptr_t lo, size_t n, uint64_t *e)
     return 0;
 }
 
-bool mote__os_pagemap_shared(uint64_t e)
-{
-    enum { PRESENT = 63, EXCLUSIVE = 56 };
-    return (e >> PRESENT & 1) && !(e >> EXCLUSIVE & 1);
-}
-
 uint64_t mote__os_pagemap_unpopulated(const uint64_t *e, unsigned n)
 {
     enum { PRESENT = 63, SWAPPED = 62 }; /* bits of a pagemap entry */
