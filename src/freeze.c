@@ -702,9 +702,9 @@ static size_t fz_batch(task *const *cand, size_t n, fz_scratch *scratch)
  * lowest page in memory, and pages mapped ahead of it read as depth (a
  * frame of 24 KB probed top down measured 86 KB).  Zero pages mapped ahead
  * instead cost each later write a second, copy-on-write fault: growing
- * 48 KiB took 3.3x as long (bench/tasks/stack_grow).  The runs are remembered by the page
- * they expect next, in a small table only this thread touches (a miss
- * costs a one-page fill, nothing else). */
+ * 48 KiB took 3.3x as long (bench/tasks/stack_grow).  The runs are
+ * remembered by the page they expect next, in a small table only this
+ * thread touches (a miss costs a one-page fill, nothing else). */
 #define FZ_FILL_MAX 16
 #define FZ_RUNS     64
 static unsigned char fz_zeros[FZ_FILL_MAX * OS_PAGE] __attribute__((aligned(OS_PAGE)));

@@ -122,7 +122,7 @@ TEST_TASK(depths_are_measured_per_entry_function)
 /* A frame probed page by page from the top down, as stack-clash
  * protection does: with its stack registered for freezing, each fault
  * continues a run, and the handler maps more pages below than the task
- * reached.  Those are not its depth (they were: 24 KB read as ~80 KB). */
+ * reached.  Those are not its depth (they were: 24 KB read as 86 KB). */
 #define PROBED 24000
 static void probes24k(void *arg)
 {
@@ -134,36 +134,24 @@ static void probes24k(void *arg)
     __asm__ volatile("" : : "r"(buf) : "memory");
 }
 
-static uint64_t metric_of(const char *name)
-{
-    uint64_t v = 0;
-    CHECK_EQ(mote_metric(name, &v), 0);
-    return v;
-}
-
 static void probed_main(void *arg)
 {
     (void)arg;
-    if (metric_of("/stacks/freeze/mode:enum") != 1) {
+    if (test_metric("/stacks/freeze/mode:enum") != 1) {
         printf("skipped: stacks are not frozen here\n");
         return;
     }
     /* one frozen task registers its chunk, where the probers' stacks are */
     gate = mote_chan_make(0, 0);
     CHECK_EQ(mote_go(parks_after_6k, NULL), 0);
-    int64_t t0 = mote_now();
-    while (metric_of("/stacks/frozen:tasks") < 1) {
-        CHECK(mote_now() - t0 < 30000 * MS);
-        mote_sleep(2 * MS);
-    }
-    uint64_t stray0 = metric_of("/stacks/freeze/stray-faults:events");
+    WAIT_UNTIL(test_metric("/stacks/frozen:tasks") >= 1, 30);
+    uint64_t stray0 = test_metric("/stacks/freeze/stray-faults:events");
     for (int i = 0; i < 64; i++)
         CHECK_EQ(mote_go(probes24k, NULL), 0);
-    while (metric_of("/tasks/live:tasks") > 2)
-        mote_sleep(2 * MS);
+    WAIT_UNTIL(test_metric("/tasks/live:tasks") <= 2, 60);
     printf(
         "probers: %llu stray faults\n",
-        (unsigned long long)(metric_of("/stacks/freeze/stray-faults:events") - stray0));
+        (unsigned long long)(test_metric("/stacks/freeze/stray-faults:events") - stray0));
     mote_chan_close(gate);
 }
 
