@@ -5,7 +5,8 @@
  * after the decay period with no call from the program, the cache stays in
  * its bounds and under MOTE_MEMLIMIT, and a second free of a cached block
  * is detected (the defect where a freed 1 MiB run was reused at once by a
- * small page and a double free released someone else's block).
+ * small page and a double free released someone else's block); and a page
+ * takes the shortest free run that holds it, leaving long ones whole.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -412,6 +413,45 @@ static void free_the_old_address(void *arg)
 TEST(free_of_a_huge_block_s_old_address_aborts)
 {
     expect_invalid_free(free_the_old_address, NULL);
+}
+
+/* ---- where a page goes ---- */
+
+static bool page_within(const heap_page *pg, const uint8_t *start, unsigned slices)
+{
+    return pg->start >= start && pg->start < start + ((size_t)slices << HEAP_SLICE_SHIFT);
+}
+
+/* A long run of free warm slices, as a freed large block leaves, and a
+ * one-slice hole: a one-slice page takes the hole, so the next large page
+ * finds the run whole and warm.  (First fit split the run, and the large
+ * page took slices never touched: page faults, and more RSS.)  The arena
+ * lock is held throughout, so the scavenger cannot release the slices. */
+TEST(a_small_page_fills_a_hole_and_leaves_a_long_warm_run_whole)
+{
+    bool zero;
+    heap_lock_acquire(&mote__heap_arena_lock);
+    heap_page *run = mote__arena_page_alloc(8, &zero);
+    heap_page *left = mote__arena_page_alloc(1, &zero);
+    heap_page *hole = mote__arena_page_alloc(1, &zero);
+    heap_page *right = mote__arena_page_alloc(1, &zero);
+    CHECK(run && left && hole && right);
+    uint8_t *run_start = run->start;
+    mote__arena_page_free(run);
+    mote__arena_page_free(hole);
+    heap_page *small = mote__arena_page_alloc(1, &zero);
+    CHECK(small != NULL);
+    CHECK(!zero); /* a warm slice */
+    CHECK(!page_within(small, run_start, 8));
+    heap_page *large = mote__arena_page_alloc(8, &zero);
+    CHECK(large != NULL);
+    CHECK(!zero);
+    CHECK(large->start == run_start);
+    mote__arena_page_free(large);
+    mote__arena_page_free(small);
+    mote__arena_page_free(left);
+    mote__arena_page_free(right);
+    heap_lock_release(&mote__heap_arena_lock);
 }
 
 TEST_MAIN()

@@ -629,7 +629,12 @@ heap_tcache *mote__tcache_shadow(heap_tcache *h)
 }
 
 /* Takes the inbox in and frees every empty page, except (keep) one per
- * one-slice class; returns whether one was kept.  Owner only. */
+ * one-slice class; returns whether one was kept.  Owner only.  An empty
+ * bitmap page goes even when its class would keep it in a live thread:
+ * it spans up to 16 slices, and kept by dead caches until some successor
+ * needed its class, such pages pinned warm slices that the arena could
+ * have handed to any page (bench/malloc/churn, 8 threads at a time, 400
+ * thread lifetimes: peak RSS 39 MiB kept, 28 MiB gone back). */
 static bool tcache_trim(heap_tcache *h, bool keep)
 {
     list to_free = {0};
@@ -640,7 +645,7 @@ static bool tcache_trim(heap_tcache *h, bool keep)
         while (pg) {
             heap_page *next = queue_next(pg);
             if (page_used(pg) == 0) {
-                if (keep && page_stays_empty(h, pg)) {
+                if (keep && pg->kind == HEAP_PAGE_SMALL && page_stays_empty(h, pg)) {
                     kept = true;
                 } else if (pg->kind == HEAP_PAGE_SMALL || bm_retire(pg)) {
                     queue_remove(h, pg);
