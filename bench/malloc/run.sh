@@ -19,6 +19,10 @@
 #   threadreq    a thread per request leaving one 64 B object behind
 #   prodcons     long producer/consumer churn with shifting sizes, 2 pairs
 #   xtstab       xthread with 1 pair run 5 times in a row (bimodality)
+#   churn        rounds of 8 new threads churning 8 B..2 KiB objects, 1 in 100
+#                up to 200 KiB, 1 in 1000 up to 2 MiB, swapping some through
+#                a shared array (after mimalloc-bench's mstress); --full adds
+#                rounds of 32 threads with blocks up to 20 MiB
 #   profile      mallocbench, 2 threads, with MOTE_HEAPPROFILE set (mote
 #                only; the line says whether a profile was written)
 #
@@ -36,7 +40,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 MODE=${BENCH_MODE:-quick}
 REPS=${BENCH_REPS:-3}
 JSON= CSV=
-ONLY=mallocbench,xthread,freeidle,large,survivors,larson,threadreq,prodcons,xtstab,profile
+ONLY=mallocbench,xthread,freeidle,large,survivors,larson,threadreq,prodcons,xtstab,churn,profile
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) MODE=quick ;;
@@ -66,7 +70,7 @@ else
     cmake --build "$B" -j2 --target mote-malloc >/dev/null ||
         { echo "malloc/run.sh: building libmote-malloc.so failed" >&2; exit 1; }
     mkdir -p "$B/bench/malloc"
-    for p in mallocbench xthread freeidle largeloop survivors larson threadreq prodcons; do
+    for p in mallocbench xthread freeidle largeloop survivors larson threadreq prodcons churn; do
         cc -O2 -pthread -o "$B/bench/malloc/$p" "$ROOT/bench/malloc/$p.c" ||
             { echo "malloc/run.sh: building $p failed" >&2; exit 1; }
     done
@@ -176,6 +180,10 @@ for ((rep = 1; rep <= REPS; rep++)); do
     fi
     if want prodcons; then
         each "$BIN/prodcons" 2 $PC_MSGS 2000 250000
+    fi
+    if want churn; then
+        each "$BIN/churn" 8 10 50
+        [ "$MODE" = full ] && each "$BIN/churn" 32 50 5
     fi
     if want xtstab; then # five fresh processes in a row: is it bimodal?
         for a in "${order[@]}"; do
@@ -316,6 +324,10 @@ table("prodcons (secs, peak RSS, live peak)", "prodcons", by("prodcons", lambda 
 table("thread per request", "threadreq", by("threadreq", lambda d: "%s at a time" % d.get("threads")),
       [("us/req", med("us_per_req"), lambda v: "%.1f" % v, True), ("peak", med("peak_rss"), mib, True),
        ("end", med("rss_end"), mib, True)])
+table("churn: rounds of short-lived threads, mixed and big blocks (secs, peak RSS, page faults)", "churn",
+      by("churn", lambda d: "%s threads" % d.get("threads")),
+      [("secs", med("secs"), lambda v: "%.3f" % v, True), ("peak", med("peak_rss"), mib, True),
+       ("faults", med("faults"), lambda v: "%.0f" % v, True)])
 def stab(L):
     per = {}
     for d in L:

@@ -170,7 +170,7 @@ ALLOC_COLORS = {"mote": "#1f77b4", "glibc": "#7f7f7f", "tcmalloc": "#ff7f0e", "j
                 "mimalloc": "#9467bd", "go": "#d62728"}
 # bench/malloc/run.sh's round-two programs: their own section, not the
 # generic throughput and free-then-idle tables.
-ROUND2_BENCHES = {"large", "survivors", "larson", "threadreq", "prodcons", "xtstab", "profile-on", "profile-off",
+ROUND2_BENCHES = {"large", "survivors", "larson", "threadreq", "prodcons", "churn", "xtstab", "profile-on", "profile-off",
                   "profile-file"}
 PALETTE = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
            "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"]
@@ -945,7 +945,7 @@ class Report:
         if not any(self.bench_name(d) in ROUND2_BENCHES for d in self.malloc):
             return
         md.append("## 3b. Allocators, round two\n")
-        md.append("Workloads mote was not tuned for (bench/malloc/{largeloop,survivors,larson,threadreq,prodcons}.c, "
+        md.append("Workloads mote was not tuned for (bench/malloc/{largeloop,survivors,larson,threadreq,prodcons,churn}.c, "
                   "xthread run five times in a row), every allocator through LD_PRELOAD in the same run. Cells: "
                   "median <sub>(min–max)</sub> over repetitions; ratios are mote ÷ the best peer for that column "
                   "(below 1 is better). Plan: docs/heap-round2-plan.md.\n")
@@ -1040,6 +1040,12 @@ class Report:
         self.churn_table("prodcons", "Long producer/consumer churn", "2 pairs; the size range shifts every 250k "
                          "messages; each consumer keeps its last 2000 messages and frees the oldest "
                          "(bench/malloc/prodcons.c). Cells: seconds, peak RSS.", "producer/consumer",
+                         lambda d: "%s threads" % d.get("threads", "?"), secs, lambda v: "%.2f s" % v, "")
+        self.churn_table("churn", "Short-lived threads churning mixed and big blocks", "rounds of new threads "
+                         "allocate 8 B–2 KiB objects, 1 in 100 up to 200 KiB, 1 in 1000 up to 2 MiB (with 32 threads "
+                         "1 in 10,000 up to 20 MiB), free most at random and swap some through a shared array for "
+                         "other threads and later rounds to free, after mimalloc-bench's mstress "
+                         "(bench/malloc/churn.c). Cells: seconds, peak RSS.", "churn",
                          lambda d: "%s threads" % d.get("threads", "?"), secs, lambda v: "%.2f s" % v, "")
         # xthread stability
         xs = self.malloc2_rows("xtstab")
