@@ -7,7 +7,9 @@
 # Options: --reps N (default 3), --only LIST (comma-separated sections: seed,
 # micro,chan,malloc,idle,net,freeze), --no-install, --no-build, --build-dir
 # DIR (default build-bench), --out DIR (default bench/results), --report-only
-# (re-render REPORT.md from the raw files of the last run).
+# (re-render REPORT.md from the raw files of the last run).  MALLOC_ONLY
+# (environment) passes --only to bench/malloc/run.sh: the allocator cases to
+# run in section malloc, e.g. MALLOC_ONLY=churn,larson.
 #
 # Section freeze (frozen stacks, MOTE_STACK_FREEZE): idle-mostly sleepers at
 # thresholds off/4s/1s/250ms beside Go, channel ping-pong freeze off vs on,
@@ -304,7 +306,8 @@ malloc_section() {
     REP=0
     say "allocators (bench/malloc/run.sh --$MODE, $REPS repetitions, alternating inside)"
     STREAM_ERR=1 run_one malloc.txt 2400 "malloc/run.sh" -- env BENCH_BUILD_DIR="$BUILD_DIR" \
-        BENCH_MODE="$MODE" BENCH_REPS="$REPS" bash "$script" --"$MODE"
+        BENCH_MODE="$MODE" BENCH_REPS="$REPS" bash "$script" --"$MODE" \
+        ${MALLOC_ONLY:+--only "$MALLOC_ONLY"}
 }
 
 # Go's free-then-idle (seed 003), for the RSS-after-free chart.
