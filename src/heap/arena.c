@@ -14,16 +14,28 @@
  *   - mote__heap_segmap[u] is 1 for a small segment's unit, 2 + k for the unit of
  *     a huge block in use whose header is k units lower, else 0.  Written
  *     under the lock (small) or by the mapping's only user (huge);
- *   - the cache (arena_cache, most recently freed first) holds freed large
- *     pages (their slices stay out of the free mask, map[] still points at
- *     the descriptor, used is 0) and freed huge mappings (segment-map entry
- *     cleared, used is 0), each stamped with cached_ms.  An entry leaves it
- *     when a request of its size takes it, when it is older than the decay
- *     period (scavenger), when the cache is over its bounds (the oldest go
- *     first), or when slices run out / the memory limit nears.  Leaving
- *     without reuse, a large run becomes free dirty slices stamped with its
- *     free time (so the same scavenger pass decommits it once due) and a huge
- *     mapping is unmapped.
+ *   - guards: guard bit i set says slice i was the first slice of a large
+ *     block freed since slice i was last released to the OS.  No page of
+ *     blocks (small or bitmap) takes a guarded slice, nor a large page whose
+ *     block may start past its first slice, so a second free of the large
+ *     block finds a free slice, the inside of a large block, or a large
+ *     block at its very address (as in any allocator), and never a small
+ *     block that happens to start there (the defect the guards close: the
+ *     freed run's first slice taken at once by glibc's calloc of a new
+ *     thread's DTV).  A guard goes when a page starts at its slice, when
+ *     the slice is released (the decay period), or when slices run out
+ *     (guards_drop);
+ *   - the cache (arena_cache, most recently freed first) holds freed huge
+ *     mappings (segment-map entry cleared, used is 0), each stamped with
+ *     cached_ms.  An entry leaves it when a request it can serve takes it,
+ *     when it is older than the decay period (scavenger), when the cache is
+ *     over its bounds (the oldest go first), or when the memory limit nears;
+ *     leaving without reuse, it is unmapped.  Freed large blocks are not
+ *     cached: their slices are free at once (guarded), so they merge with
+ *     their free neighbours and serve any page; cached whole, they served
+ *     only requests they held and their bytes pushed huge mappings out of
+ *     the cache (bench/malloc/churn, 32 threads: 120-200 MiB unmapped and
+ *     mapped afresh per run).
  * Counters are atomics so metrics can read them without the lock.
  */
 #include <errno.h>
@@ -58,7 +70,7 @@ static uint64_t st_mapped, st_released, st_large_inuse, st_huge_inuse, st_segmen
     st_huge_count, st_decommits, st_released_total;
 static uint64_t arena_limit;
 
-/* The cache of freed large and huge blocks (see above).  Bounds: at most
+/* The cache of freed huge blocks (see above).  Bounds: at most
  * CACHE_MAX entries, and at most max(CACHE_MIN_BYTES, a quarter of the rest
  * of the heap's committed bytes). */
 #define CACHE_MAX       64
@@ -70,7 +82,6 @@ static uint64_t st_purged_total, st_purge_calls;
 typedef struct cache_drop cache_drop;
 static inline heap_page *cache_entry(list_node *n);
 static void cache_evict(heap_page *pg, cache_drop *d);
-static bool cache_evict_large(void);
 
 static inline uint64_t run_bits(unsigned i, unsigned n)
 {
@@ -89,23 +100,25 @@ static inline uint64_t run_starts(uint64_t mask, unsigned n)
     return mask;
 }
 
-/* Lock held.  A run of n free slices (dirty ones only if dirty_only): the
- * shortest such run among the first FIT_SEGMENTS segments that have one,
- * its segment returned and its first slice's bit put in *start; NULL if no
- * segment has one.  First fit let one-slice pages split the long warm runs
- * that freed large blocks left, and the next large block took clean slices
- * (page faults, RSS) beside as many warm ones in pieces (bench/malloc/churn,
- * 8 threads, with exiting threads' empty bitmap pages freed: peak RSS 44 ->
- * 28 MiB, page faults 11.5k -> 7.2k).  The bound keeps a big heap's page
- * allocation from walking every segment. */
+/* Lock held.  A run of n free slices (dirty ones only if dirty_only; no
+ * guarded one if avoid): the shortest such run among the first FIT_SEGMENTS
+ * segments that have one, its segment returned and its first slice's bit
+ * put in *start; NULL if no segment has one.  First fit let one-slice pages
+ * split the long warm runs that freed large blocks left, and the next large
+ * block took clean slices (page faults, RSS) beside as many warm ones in
+ * pieces (bench/malloc/churn, 8 threads, with exiting threads' empty bitmap
+ * pages freed: peak RSS 44 -> 28 MiB, page faults 11.5k -> 7.2k).  The
+ * bound keeps a big heap's page allocation from walking every segment. */
 #define FIT_SEGMENTS 8
-static heap_segment *fit_find(unsigned n, bool dirty_only, uint64_t *start)
+static heap_segment *fit_find(unsigned n, bool dirty_only, bool avoid, uint64_t *start)
 {
     heap_segment *best = NULL;
     unsigned best_len = HEAP_SLICES + 1, best_at = 0, seen = 0;
     for (heap_segment *seg = avail_first(); seg && seen < FIT_SEGMENTS;
          seg = avail_next(seg)) {
         uint64_t m = seg->free_mask & (dirty_only ? seg->dirty_mask : ~0ULL);
+        if (avoid)
+            m &= ~seg->guard_mask;
         bool fits = false;
         while (m) {
             unsigned at = (unsigned)__builtin_ctzll(m);
@@ -166,6 +179,7 @@ static void arena_release_locked(void)
                               (size_t)n << HEAP_SLICE_SHIFT);
             uint64_t b = run_bits(i, n);
             seg->dirty_mask &= ~b;
+            seg->guard_mask &= ~b;
             m &= ~b;
             FETCH_ADD(&st_released, (uint64_t)n << HEAP_SLICE_SHIFT, RELAXED);
             FETCH_ADD(&st_released_total, (uint64_t)n << HEAP_SLICE_SHIFT, RELAXED);
@@ -236,6 +250,7 @@ static heap_segment *segment_new(void)
     seg->index = arena_nsegs_made++;
     seg->free_mask = ~1ULL;
     seg->dirty_mask = 1ULL;
+    seg->guard_mask = 0;
     heap_segmap_set((uintptr_t)seg >> HEAP_SEG_SHIFT, 1);
     FETCH_ADD(&st_mapped, HEAP_SEG_SIZE, RELAXED);
     FETCH_ADD(&st_released, HEAP_SEG_SIZE - HEAP_SLICE_SIZE, RELAXED);
@@ -257,23 +272,32 @@ static void segment_unmap(heap_segment *seg)
     mote__os_release(seg, HEAP_SEG_SIZE);
 }
 
-heap_page *mote__arena_page_alloc(uint32_t n, bool *zero)
+/* Lock held.  Every guard goes: a guarded slice is better used than a new
+ * segment mapped beside it (the cache of large runs this replaced gave its
+ * runs up at the same point). */
+static bool guards_drop(void)
 {
-    return mote__arena_page_alloc_ex(n, zero, false);
+    bool any = false;
+    for (heap_segment *seg = avail_first(); seg; seg = avail_next(seg)) {
+        any |= (seg->guard_mask & seg->free_mask) != 0;
+        seg->guard_mask = 0;
+    }
+    return any;
 }
 
-heap_page *mote__arena_page_alloc_ex(uint32_t n, bool *zero, bool clean_first)
+/* Lock held.  A page of n slices; on no guarded slice if avoid. */
+static heap_page *page_alloc(uint32_t n, bool *zero, bool clean_first, bool avoid)
 {
     heap_segment *seg = NULL;
     uint64_t starts = 0;
     /* Warm (dirty) slices first: they cost no page faults.  A page that
      * will touch little of its run (the profiler's) leaves them to others. */
     if (!clean_first)
-        seg = fit_find(n, true, &starts);
+        seg = fit_find(n, true, avoid, &starts);
     if (!seg)
-        seg = fit_find(n, false, &starts);
-    if (!seg && cache_evict_large()) /* cached runs are free slices too */
-        seg = fit_find(n, false, &starts);
+        seg = fit_find(n, false, avoid, &starts);
+    if (!seg && avoid && guards_drop())
+        seg = fit_find(n, false, false, &starts);
     if (!seg) {
         seg = segment_new();
         if (!seg && arena_unmap_free())
@@ -294,6 +318,8 @@ heap_page *mote__arena_page_alloc_ex(uint32_t n, bool *zero, bool clean_first)
                   RELAXED);
     }
     *zero = clean == bits;
+    mote__assert(!avoid || !(seg->guard_mask & bits));
+    seg->guard_mask &= ~starts;
     seg->free_mask &= ~bits;
     seg->dirty_mask |= bits;
     if (!seg->free_mask)
@@ -305,6 +331,11 @@ heap_page *mote__arena_page_alloc_ex(uint32_t n, bool *zero, bool clean_first)
     for (unsigned k = i; k < i + n; k++)
         seg->map[k] = pg;
     return pg;
+}
+
+heap_page *mote__arena_page_alloc(uint32_t n, bool *zero, bool clean_first)
+{
+    return page_alloc(n, zero, clean_first, true);
 }
 
 /* Lock held.  Slices [i, i+n) of seg become free and dirty, freed at since. */
@@ -334,12 +365,11 @@ void mote__arena_page_free(heap_page *pg)
     mote__scavenger_note_dirty();
 }
 
-/* ---- the cache of freed large and huge blocks ---- */
+/* ---- the cache of freed huge blocks ---- */
 
 static inline uint64_t cache_entry_bytes(const heap_page *pg)
 {
-    return pg->kind == HEAP_PAGE_HUGE ? heap_segment_of(pg)->map_size
-                                      : (uint64_t)pg->slices << HEAP_SLICE_SHIFT;
+    return heap_segment_of(pg)->map_size;
 }
 
 static inline heap_page *cache_entry(list_node *n)
@@ -377,37 +407,16 @@ static void cache_unlink(heap_page *pg)
     pg->cached_ms = 0;
 }
 
-/* Lock held.  Takes pg out of the cache without reuse: a large run becomes
- * free dirty slices stamped with its free time; a huge mapping goes to d (or
- * is unmapped here, under the lock, when d is NULL: memory-limit path). */
+/* Lock held.  Takes pg out of the cache without reuse: its mapping goes to
+ * d (or is unmapped here, under the lock, when d is NULL: memory-limit
+ * path). */
 static void cache_evict(heap_page *pg, cache_drop *d)
 {
-    uint32_t since = pg->cached_ms;
     cache_unlink(pg);
-    if (pg->kind == HEAP_PAGE_LARGE) {
-        run_free(heap_segment_of(pg->start), page_index(pg), pg->slices, since);
-    } else if (d) {
+    if (d)
         d->seg[d->n++] = heap_segment_of(pg);
-    } else {
+    else
         huge_unmap(heap_segment_of(pg));
-    }
-}
-
-/* Lock held.  Every large entry goes back to the free slices. */
-static bool cache_evict_large(void)
-{
-    bool any = false;
-    list_node *n = arena_cache.head;
-    while (n) {
-        list_node *next = n->next;
-        heap_page *pg = cache_entry(n);
-        if (pg->kind == HEAP_PAGE_LARGE) {
-            cache_evict(pg, NULL);
-            any = true;
-        }
-        n = next;
-    }
-    return any;
 }
 
 /* Lock held.  Puts freed pg (used already 0) in the cache, evicting the
@@ -435,41 +444,6 @@ static bool cache_put(heap_page *pg, cache_drop *d)
     return true;
 }
 
-/* Lock held.  The smallest cached large run that holds size bytes at
- * alignment a (>= 16), cut to the slices it needs (the rest becomes free
- * slices); NULL if none. */
-static heap_page *cache_take_large(size_t size, uintptr_t a)
-{
-    heap_page *best = NULL;
-    unsigned best_need = 0;
-    for (list_node *n = arena_cache.head; n; n = n->next) {
-        heap_page *pg = cache_entry(n);
-        if (pg->kind != HEAP_PAGE_LARGE)
-            continue;
-        uintptr_t first = ((uintptr_t)pg->start + a - 1) & ~(a - 1);
-        size_t need_bytes = first + size - (uintptr_t)pg->start;
-        unsigned need =
-            (unsigned)((need_bytes + HEAP_SLICE_SIZE - 1) >> HEAP_SLICE_SHIFT);
-        if (need > pg->slices || (best && pg->slices >= best->slices))
-            continue;
-        best = pg;
-        best_need = need;
-        if (need == pg->slices)
-            break;
-    }
-    if (!best)
-        return NULL;
-    uint32_t since = best->cached_ms;
-    cache_unlink(best);
-    if (best_need < best->slices) {
-        heap_segment *seg = heap_segment_of(best->start);
-        unsigned i = page_index(best);
-        run_free(seg, i + best_need, best->slices - best_need, since);
-        best->slices = best_need;
-    }
-    return best;
-}
-
 /* Lock held.  The smallest cached huge mapping whose block is aligned to a
  * and holds size bytes; *trim gets the bytes at its end to unmap (past
  * twice size).  NULL if none. */
@@ -478,8 +452,8 @@ static heap_segment *cache_take_huge(size_t size, uintptr_t a, size_t *trim)
     heap_page *best = NULL;
     for (list_node *n = arena_cache.head; n; n = n->next) {
         heap_page *pg = cache_entry(n);
-        if (pg->kind != HEAP_PAGE_HUGE || ((uintptr_t)pg->first & (a - 1)) ||
-            pg->usable < size || (best && pg->usable >= best->usable))
+        if (((uintptr_t)pg->first & (a - 1)) || pg->usable < size ||
+            (best && pg->usable >= best->usable))
             continue;
         best = pg;
     }
@@ -518,9 +492,8 @@ static heap_segment *cache_take_huge_smaller(size_t size, size_t hdr, uintptr_t 
         return NULL;
     for (list_node *n = arena_cache.head; n; n = n->next) {
         heap_page *pg = cache_entry(n);
-        if (pg->kind != HEAP_PAGE_HUGE || pg->usable >= size ||
-            (size_t)(pg->first - pg->start) != hdr || ((uintptr_t)pg->first & (a - 1)) ||
-            (best && pg->usable <= best->usable))
+        if (pg->usable >= size || (size_t)(pg->first - pg->start) != hdr ||
+            ((uintptr_t)pg->first & (a - 1)) || (best && pg->usable <= best->usable))
             continue;
         best = pg;
     }
@@ -539,17 +512,14 @@ void *mote__arena_large_alloc(size_t size, size_t align)
     uintptr_t a = align > 16 ? align : 16;
     bool zero = false;
     heap_lock_acquire(&mote__heap_arena_lock);
-    heap_page *pg = cache_take_large(size, a);
-    if (pg) {
-        FETCH_ADD(&st_cache_hits, 1, RELAXED);
-    } else {
-        FETCH_ADD(&st_cache_misses, 1, RELAXED);
-        pg = mote__arena_page_alloc(n, &zero);
-        if (!pg) {
-            heap_lock_release(&mote__heap_arena_lock);
-            errno = ENOMEM;
-            return NULL;
-        }
+    /* A block aligned past a slice may begin inside its run, on a guarded
+     * slice: it keeps clear of them all.  Any other begins at its first
+     * slice, where a guard does not matter. */
+    heap_page *pg = page_alloc(n, &zero, false, a > HEAP_SLICE_SIZE);
+    if (!pg) {
+        heap_lock_release(&mote__heap_arena_lock);
+        errno = ENOMEM;
+        return NULL;
     }
     pg->kind = HEAP_PAGE_LARGE;
     page_used_set(pg, 1);
@@ -565,15 +535,16 @@ void *mote__arena_large_alloc(size_t size, size_t align)
 
 void mote__arena_large_free(heap_page *pg)
 {
-    cache_drop d = {.n = 0};
     heap_lock_acquire(&mote__heap_arena_lock);
-    mote__assert(pg->kind == HEAP_PAGE_LARGE && page_used(pg) == 1 && !pg->cached_ms);
+    mote__assert(pg->kind == HEAP_PAGE_LARGE && page_used(pg) == 1);
     FETCH_SUB(&st_large_inuse, pg->usable, RELAXED);
     page_used_set(pg, 0);
-    if (!cache_put(pg, &d))
-        mote__arena_page_free(pg);
+    heap_segment *seg = heap_segment_of(pg->start);
+    unsigned i = page_index(pg);
+    seg->guard_mask |= 1ULL << i;
+    run_free(seg, i, pg->slices, mote__os_coarse_ms());
     heap_lock_release(&mote__heap_arena_lock);
-    cache_drop_run(&d);
+    mote__scavenger_note_dirty();
     mote__scavenger_ensure();
 }
 
@@ -936,8 +907,7 @@ long mote__arena_scavenge(uint32_t decay_ms)
 
     heap_lock_acquire(&mote__heap_arena_lock);
     uint32_t now = mote__os_coarse_ms();
-    /* Cached blocks older than the decay period leave the cache first: the
-     * large runs among them are then due free slices, released below. */
+    /* Cached blocks older than the decay period leave the cache. */
     heap_page *old;
     while ((old = cache_entry(arena_cache.tail))) {
         uint32_t age = now - old->cached_ms;
@@ -1007,6 +977,7 @@ long mote__arena_scavenge(uint32_t decay_ms)
         uint64_t bytes = (uint64_t)__builtin_popcountll(masks[k]) << HEAP_SLICE_SHIFT;
         seg->free_mask |= masks[k];
         seg->dirty_mask &= ~masks[k];
+        seg->guard_mask &= ~masks[k];
         FETCH_ADD(&st_released, bytes, RELAXED);
         FETCH_ADD(&st_released_total, bytes, RELAXED);
         /* A wholly free, wholly released segment goes back to the OS. */

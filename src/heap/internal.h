@@ -153,6 +153,8 @@ typedef struct heap_segment {
     list_node all_link;           /* every small segment */
     uint64_t free_mask;           /* slices not in any page */
     uint64_t dirty_mask;          /* free slices that may be resident */
+    uint64_t guard_mask;          /* first slices of recently freed large
+                                     blocks (arena.c: "guards") */
     size_t map_size;              /* huge: length of the whole mapping */
     uint8_t *map_base;            /* huge: start of the whole mapping */
     uint32_t since[HEAP_SLICES];  /* ms clock when a dirty free slice was freed */
@@ -373,8 +375,7 @@ static inline void heap_ensure_init(void)
 
 /* ---- arena.c: segments, slice runs, large and huge blocks ---- */
 extern heap_lock mote__heap_arena_lock;
-heap_page *mote__arena_page_alloc(uint32_t slices, bool *zero); /* arena lock held */
-heap_page *mote__arena_page_alloc_ex(uint32_t slices, bool *zero, bool clean_first);
+heap_page *mote__arena_page_alloc(uint32_t slices, bool *zero, bool clean_first);
 void mote__arena_page_free(heap_page *pg); /* arena lock held */
 void *mote__arena_large_alloc(size_t size, size_t align);
 void mote__arena_large_free(heap_page *pg);
@@ -384,11 +385,13 @@ void mote__arena_huge_free(heap_segment *seg, const void *p);
  * by remapping its pages, which move but are never copied: its address
  * now, or NULL (the block as it was). */
 void *mote__arena_huge_realloc(heap_segment *seg, size_t n);
-/* Large and huge blocks, once freed, wait in the arena's cache (the page
- * descriptor keeps kind, first and usable; used is 0) for a request of their
- * size, at most the decay period; a second free of one finds used == 0 (large)
- * or no segment-map entry (huge) and aborts. */
-/* Releases cached big blocks and dirty free slices older than decay_ms;
+/* A freed large block's slices are free at once, its first slice guarded
+ * from pages of blocks until released; a freed huge block waits in the
+ * arena's cache (the page descriptor keeps kind, first and usable; used is
+ * 0) for a request it can serve, at most the decay period.  A second free of
+ * either finds no page, the inside of another block, or no segment-map entry,
+ * and aborts. */
+/* Releases cached huge blocks and dirty free slices older than decay_ms;
  * returns ms until the next one is due (0: call again, a batch was full),
  * or -1 if none is waiting.  Takes the arena lock itself. */
 long mote__arena_scavenge(uint32_t decay_ms);

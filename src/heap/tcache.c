@@ -839,8 +839,7 @@ static void *tcache_alloc_bitmap(heap_tcache *h, unsigned cls)
     bool zero;
     heap_block *blk = NULL;
     heap_lock_acquire(&mote__heap_arena_lock);
-    pg = mote__arena_page_alloc_ex(mote__sizeclass_slices[cls], &zero,
-                                   h->shadow_of != NULL);
+    pg = mote__arena_page_alloc(mote__sizeclass_slices[cls], &zero, h->shadow_of != NULL);
     if (pg) {
         mote__page_init_bitmap(pg, h, cls, zero);
         /* Taken before the lock goes: the scavenger claims under it, and a
@@ -902,8 +901,7 @@ static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
     }
     bool zero;
     heap_lock_acquire(&mote__heap_arena_lock);
-    pg = mote__arena_page_alloc_ex(mote__sizeclass_slices[cls], &zero,
-                                   h->shadow_of != NULL);
+    pg = mote__arena_page_alloc(mote__sizeclass_slices[cls], &zero, h->shadow_of != NULL);
     if (pg)
         mote__page_init_small(pg, h, cls);
     heap_lock_release(&mote__heap_arena_lock);
