@@ -262,6 +262,38 @@ static inline int test_fork_capture(void (*fn)(void *), void *arg, char *buf, si
     return status;
 }
 
+#include <sys/resource.h>
+
+/* Runs fn in a forked child whose address space may grow only room bytes
+ * past what it maps now (RLIMIT_AS); returns fn's result as the child's
+ * exit code, or -1 if the child did not exit. */
+static inline int test_fork_with_address_space(int (*fn)(void), size_t room)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        long pages = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (!f || fscanf(f, "%ld", &pages) != 1)
+            _exit(120);
+        fclose(f);
+        struct rlimit r;
+        r.rlim_cur = r.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + room;
+        if (setrlimit(RLIMIT_AS, &r))
+            _exit(121);
+        _exit(fn());
+    }
+    int st = 0;
+    CHECK_EQ(waitpid(pid, &st, 0), pid);
+    if (!WIFEXITED(st))
+        return -1;
+    if (WEXITSTATUS(st))
+        fprintf(stderr, "child exited %d\n", WEXITSTATUS(st));
+    return WEXITSTATUS(st);
+}
+
 /* Thread t is blocked writing into a pipe nobody reads yet (rfd, its read
  * end): a fork must return meanwhile (20 s at most), and then the pipe is
  * drained until t is done; returns t's result. */

@@ -143,6 +143,78 @@ TEST(freed_large_blocks_merge_and_serve_a_bigger_one_warm)
     mote_free(y);
 }
 
+/* Pages of small and bitmap blocks and large blocks take slices in
+ * different segments: a one-slice page in a freed large block's run splits
+ * it, and the next large block takes fresh slices beside warm ones in
+ * pieces (bench/malloc/churn). */
+TEST(small_pages_and_large_blocks_keep_to_their_own_segments)
+{
+    enum { N = 16 };
+    char *big[N];
+    void *small[N * 4];
+    for (int i = 0; i < N; i++) {
+        big[i] = mote_malloc((size_t)(130 + 97 * i) << 10);
+        CHECK(big[i] != NULL);
+        for (int k = 0; k < 4; k++) { /* a new page of a class each time */
+            small[i * 4 + k] = mote_malloc((size_t)(16 << (k + i % 8)));
+            CHECK(small[i * 4 + k] != NULL);
+        }
+    }
+    for (int i = 0; i < N; i += 2) /* free runs among live large blocks */
+        mote_free(big[i]);
+    void *more[N * 4];
+    for (int i = 0; i < N * 4; i++) {
+        more[i] = mote_malloc((size_t)(5000 + 1000 * i));
+        CHECK(more[i] != NULL);
+    }
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < N * 4; k++) {
+            uintptr_t s1 = (uintptr_t)small[k] & ~HEAP_SEG_MASK;
+            uintptr_t s2 = (uintptr_t)more[k] & ~HEAP_SEG_MASK;
+            CHECK(((uintptr_t)big[i] & ~HEAP_SEG_MASK) != s1);
+            CHECK(((uintptr_t)big[i] & ~HEAP_SEG_MASK) != s2);
+        }
+    for (int i = 0; i < N * 4; i++) {
+        mote_free(small[i]);
+        mote_free(more[i]);
+    }
+    for (int i = 1; i < N; i += 2)
+        mote_free(big[i]);
+}
+
+/* With no address space left for a new segment, a page takes the free
+ * slices of a segment of the other use rather than fail. */
+static int small_blocks_after_big_ones_took_the_address_space(void)
+{
+    enum { MAXB = 1024, SMALL = 8192 };
+    static void *big[MAXB], *small[SMALL];
+    int k = 0;
+    while (k < MAXB && (big[k] = mote_malloc(1 << 20))) /* 3 a segment */
+        memset(big[k++], 1, 4096);
+    if (k == MAXB || k < 16) /* no limit met, or hardly any room */
+        return 4;
+    /* 32 MiB of small blocks: more than the segments of pages hold */
+    for (int i = 0; i < SMALL; i++) {
+        if (!(small[i] = mote_malloc(4000)))
+            return 5;
+        memset(small[i], 2, 4000);
+    }
+    for (int i = 0; i < SMALL; i++)
+        mote_free(small[i]);
+    for (int i = 0; i < k; i++)
+        mote_free(big[i]);
+    return 0;
+}
+
+TEST(out_of_address_space_a_page_takes_slices_of_the_other_use)
+{
+    if (TEST_SANITIZED) /* the shadow memory is address space too */
+        TEST_SKIP("sanitizer build");
+    CHECK_EQ(test_fork_with_address_space(
+                 small_blocks_after_big_ones_took_the_address_space, 256u << 20),
+             0);
+}
+
 /* A request bigger than every cached block grows one with mremap: its
  * pages move into the new block, and only the rest faults (blocks of
  * varying sizes each faulted a whole new mapping: 2x glibc's time). */

@@ -233,51 +233,32 @@ TEST(heap_limit_makes_malloc_fail_cleanly)
 /* Under RLIMIT_AS: once the program frees what it has, its address space
  * is its own again at once, not after the decay period (every big block
  * failed with ENOMEM until then). */
-static long vm_size(void)
+static int big_blocks_after_freeing_all(void)
 {
-    FILE *f = fopen("/proc/self/statm", "r");
-    long pages = 0;
-    CHECK(f && fscanf(f, "%ld", &pages) == 1);
-    fclose(f);
-    return pages * sysconf(_SC_PAGESIZE);
+    enum { MAXB = 1024 };
+    static void *v[MAXB];
+    int k = 0;
+    while (k < MAXB && (v[k] = mote_malloc(1 << 20)))
+        memset(v[k++], 1, 4096);
+    if (k == MAXB || k < 16) /* no limit met, or hardly any room */
+        return 4;
+    for (int i = 0; i < k; i++)
+        mote_free(v[i]);
+    static const size_t want[] = {100, 200000, 3 << 20, 64 << 20, 128 << 20};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        void *p = mote_malloc(want[i]);
+        if (!p)
+            return 10 + (int)i;
+        mote_free(p);
+    }
+    return 0;
 }
 
 TEST(freed_memory_serves_big_blocks_at_once_under_an_address_space_limit)
 {
     if (TEST_SANITIZED) /* the shadow memory is address space too */
         TEST_SKIP("sanitizer build");
-    fflush(stdout);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        struct rlimit r;
-        r.rlim_cur = r.rlim_max = (rlim_t)vm_size() + (256u << 20);
-        if (setrlimit(RLIMIT_AS, &r))
-            _exit(3);
-        enum { MAXB = 1024 };
-        static void *v[MAXB];
-        int k = 0;
-        while (k < MAXB && (v[k] = mote_malloc(1 << 20)))
-            memset(v[k++], 1, 4096);
-        if (k == MAXB || k < 16) /* no limit met, or hardly any room */
-            _exit(4);
-        for (int i = 0; i < k; i++)
-            mote_free(v[i]);
-        static const size_t want[] = {100, 200000, 3 << 20, 64 << 20, 128 << 20};
-        for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
-            void *p = mote_malloc(want[i]);
-            if (!p)
-                _exit(10 + (int)i);
-            mote_free(p);
-        }
-        _exit(0);
-    }
-    int st = 0;
-    CHECK_EQ(waitpid(pid, &st, 0), pid);
-    CHECK(WIFEXITED(st));
-    if (WEXITSTATUS(st))
-        fprintf(stderr, "child exited %d\n", WEXITSTATUS(st));
-    CHECK_EQ(WEXITSTATUS(st), 0);
+    CHECK_EQ(test_fork_with_address_space(big_blocks_after_freeing_all, 256u << 20), 0);
 }
 
 /* Runs fn in a child; it must abort with the invalid-pointer message of

@@ -60,6 +60,8 @@
 #define HEAP_CARVE_BYTES 4096UL
 
 enum { HEAP_SEG_SMALL = 1, HEAP_SEG_HUGE = 2 };
+/* What a small segment's slices serve (arena.c: "uses"). */
+enum { HEAP_USE_ANY = 0, HEAP_USE_PAGES = 1, HEAP_USE_LARGE = 2 };
 enum {
     HEAP_PAGE_FREE = 0,
     HEAP_PAGE_SMALL = 1,   /* blocks on an intrusive free list (classes <= 4 KiB) */
@@ -146,9 +148,9 @@ _Static_assert(sizeof(heap_page) == 128, "a page descriptor is two lines");
 typedef struct heap_segment {
     uint64_t magic;
     uint32_t kind;
-    uint32_t index;    /* creation order, for stats */
-    uint32_t in_avail; /* on the arena's list of segments with free slices */
-    uint32_t pad_;
+    uint32_t index;               /* creation order, for stats */
+    uint32_t in_avail;            /* on the arena's list of segments with free slices */
+    uint32_t use;                 /* HEAP_USE_PAGES or HEAP_USE_LARGE */
     list_node avail_link;         /* arena_avail list */
     list_node all_link;           /* every small segment */
     uint64_t free_mask;           /* slices not in any page */
