@@ -151,6 +151,38 @@ done:
     return best;
 }
 
+/* Lock held.  The invariants of the file comment, for one segment (a
+ * whole-structure check: MOTE_DEBUG 2). */
+static bool segment_valid(const heap_segment *seg)
+{
+    if (seg->magic != HEAP_SEG_MAGIC || seg->kind != HEAP_SEG_SMALL ||
+        (seg->use != HEAP_USE_PAGES && seg->use != HEAP_USE_LARGE) ||
+        (seg->free_mask & 1))
+        return false;
+    for (unsigned i = 1; i < HEAP_SLICES;) {
+        const heap_page *pg = seg->map[i];
+        if ((seg->free_mask >> i & 1) || !pg) { /* free, or in transit */
+            if (pg)
+                return false;
+            i++;
+            continue;
+        }
+        if (pg != &seg->pages[i] || !pg->slices || i + pg->slices > HEAP_SLICES)
+            return false;
+        uint64_t run = run_bits(i, pg->slices);
+        if ((seg->free_mask & run) || (seg->dirty_mask & run) != run)
+            return false;
+        if ((pg->kind == HEAP_PAGE_SMALL || pg->kind == HEAP_PAGE_BITMAP) &&
+            (seg->guard_mask & run))
+            return false;
+        for (unsigned k = i; k < i + pg->slices; k++)
+            if (seg->map[k] != pg)
+                return false;
+        i += pg->slices;
+    }
+    return true;
+}
+
 static void avail_push(heap_segment *seg)
 {
     if (seg->in_avail)
@@ -356,6 +388,7 @@ static heap_page *page_alloc(uint32_t n, bool *zero, bool clean_first, bool avoi
     pg->slices = n;
     for (unsigned k = i; k < i + n; k++)
         seg->map[k] = pg;
+    mote__assert_expensive(segment_valid(seg));
     return pg;
 }
 
@@ -377,6 +410,7 @@ static void run_free(heap_segment *seg, unsigned i, unsigned n, uint32_t since)
     seg->pages[i].kind = HEAP_PAGE_FREE;
     seg->free_mask |= run_bits(i, n);
     avail_push(seg);
+    mote__assert_expensive(segment_valid(seg));
 }
 
 static inline unsigned page_index(const heap_page *pg)
