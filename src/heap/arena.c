@@ -108,13 +108,14 @@ static inline uint64_t run_starts(uint64_t mask, unsigned n)
 
 /* Lock held.  A run of n free slices (dirty ones only if dirty_only; no
  * guarded one if avoid) in a segment of this use (any if HEAP_USE_ANY): the
- * shortest such run among the first FIT_SEGMENTS segments that have one, its segment returned and its first slice's bit
- * put in *start; NULL if no segment has one.  First fit let one-slice pages
- * split the long warm runs that freed large blocks left, and the next large
- * block took clean slices (page faults, RSS) beside as many warm ones in
- * pieces (bench/malloc/churn, 8 threads, with exiting threads' empty bitmap
- * pages freed: peak RSS 44 -> 28 MiB, page faults 11.5k -> 7.2k).  The
- * bound keeps a big heap's page allocation from walking every segment. */
+ * shortest such run among the first FIT_SEGMENTS segments that have one,
+ * its segment returned and its first slice's bit put in *start; NULL if no
+ * segment has one.  First fit let one-slice pages split the long warm runs
+ * that freed large blocks left, and the next large block took clean slices
+ * (page faults, RSS) beside as many warm ones in pieces (bench/malloc/churn,
+ * 8 threads, with exiting threads' empty bitmap pages freed: peak RSS 44 ->
+ * 28 MiB, page faults 11.5k -> 7.2k).  The bound keeps a big heap's page
+ * allocation from walking every segment. */
 #define FIT_SEGMENTS 8
 static heap_segment *fit_find(unsigned n, bool dirty_only, bool avoid, uint32_t use,
                               uint64_t *start)
