@@ -182,6 +182,46 @@ TEST(small_pages_and_large_blocks_keep_to_their_own_segments)
         mote_free(big[i]);
 }
 
+/* A wholly free segment of large blocks may come to serve pages of blocks;
+ * the first slice of the large block freed there stays out of them until
+ * the decay period, so a second free of that block cannot free a block of
+ * a page that starts where it did.  (The arena lock is held throughout, so
+ * the scavenger cannot release the slice and drop its guard.) */
+TEST(a_segment_that_changes_use_keeps_a_freed_large_block_s_first_slice)
+{
+    char *p = mote_malloc(1 << 20);
+    CHECK(p != NULL);
+    heap_segment *seg = heap_segment_of(p);
+    unsigned at = (unsigned)(((uintptr_t)p >> HEAP_SLICE_SHIFT) & (HEAP_SLICES - 1));
+    mote_free(p);
+    heap_lock_acquire(&mote__heap_arena_lock);
+    if (seg->free_mask != ~1ULL) { /* (when other tests ran in this process) */
+        heap_lock_release(&mote__heap_arena_lock);
+        TEST_SKIP("the block shared its segment with others");
+    }
+    uint64_t guarded = seg->guard_mask & seg->free_mask; /* p's, maybe others' */
+    CHECK(guarded >> at & 1);
+    int want = (int)__builtin_popcountll(seg->free_mask & ~guarded);
+    enum { MAXP = 8192 };
+    static heap_page *pg[MAXP];
+    int n = 0, in_seg = 0;
+    bool zero;
+    while (n < MAXP && in_seg < want) { /* every slice but the guarded ones */
+        heap_page *q = mote__arena_page_alloc(1, &zero, false);
+        CHECK(q != NULL);
+        pg[n++] = q;
+        if (heap_segment_of(q->start) == seg) {
+            in_seg++;
+            CHECK(q->start != (uint8_t *)p);
+        }
+    }
+    CHECK_EQ(in_seg, want);
+    CHECK_EQ(seg->free_mask, guarded);
+    for (int i = 0; i < n; i++)
+        mote__arena_page_free(pg[i]);
+    heap_lock_release(&mote__heap_arena_lock);
+}
+
 /* With no address space left for a new segment, a page takes the free
  * slices of a segment of the other use rather than fail. */
 static int small_blocks_after_big_ones_took_the_address_space(void)
