@@ -631,7 +631,7 @@ heap_tcache *mote__tcache_shadow(heap_tcache *h)
 /* Takes the inbox in and frees every empty page, except (keep) one per
  * one-slice class; returns whether one was kept.  Owner only.  An empty
  * bitmap page goes even when its class would keep it in a live thread:
- * it spans up to 16 slices, and kept by dead caches until some successor
+ * it spans up to 8 slices, and kept by dead caches until some successor
  * needed its class, such pages pinned warm slices that the arena could
  * have handed to any page (bench/malloc/churn, 8 threads at a time, 400
  * thread lifetimes: peak RSS 39 MiB kept, 28 MiB gone back). */
