@@ -154,7 +154,7 @@ done:
 
 /* Lock held.  The invariants of the file comment, for one segment (a
  * whole-structure check: MOTE_DEBUG 2). */
-static bool segment_valid(const heap_segment *seg)
+__attribute__((unused)) static bool segment_valid(const heap_segment *seg)
 {
     if (seg->magic != HEAP_SEG_MAGIC || seg->kind != HEAP_SEG_SMALL ||
         (seg->use != HEAP_USE_PAGES && seg->use != HEAP_USE_LARGE) ||
