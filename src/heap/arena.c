@@ -600,12 +600,9 @@ void mote__arena_large_free(heap_page *pg)
     mote__assert(pg->kind == HEAP_PAGE_LARGE && page_used(pg) == 1);
     FETCH_SUB(&st_large_inuse, pg->usable, RELAXED);
     page_used_set(pg, 0);
-    heap_segment *seg = heap_segment_of(pg->start);
-    unsigned i = page_index(pg);
-    seg->guard_mask |= 1ULL << i;
-    run_free(seg, i, pg->slices, mote__os_coarse_ms());
+    heap_segment_of(pg->start)->guard_mask |= 1ULL << page_index(pg);
+    mote__arena_page_free(pg);
     heap_lock_release(&mote__heap_arena_lock);
-    mote__scavenger_note_dirty();
     mote__scavenger_ensure();
 }
 

@@ -112,7 +112,7 @@ typedef struct __attribute__((aligned(128))) heap_page {
     uint8_t zeroed;        /* large/huge: the block is known to be zero */
     uint8_t prof;          /* holds blocks sampled by the profiler (stats.c) */
     uint32_t purge_allocs; /* bitmap: allocs when purged was last right (arena lock) */
-    uint32_t cached_ms;    /* large/huge in the arena's cache: when freed */
+    uint32_t cached_ms;    /* huge, in the arena's cache: when freed */
     uint32_t capacity;     /* blocks carved so far, and the bytes they span from
                               start: written by the owner as it carves (rarely:
                               every HEAP_CARVE_BYTES), `carved` read by every
