@@ -8,6 +8,7 @@ set(MOTE_HEAP_SOURCES
   src/heap/lock.c
   src/heap/page.c
   src/heap/profile.c
+  src/heap/runcache.c
   src/heap/scavenger.c
   src/heap/sizeclass.c
   src/heap/stats.c

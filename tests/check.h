@@ -262,6 +262,22 @@ static inline int test_fork_capture(void (*fn)(void *), void *arg, char *buf, si
     return status;
 }
 
+/* Runs fn(arg) in a forked child and checks that the allocator aborted it
+ * with its report of an invalid pointer given to free (a double free, a
+ * pointer inside a block...).  Not under sanitizers: they own free. */
+static inline void test_expect_invalid_free(void (*fn)(void *), void *arg)
+{
+    if (TEST_SANITIZED)
+        return;
+    char buf[512];
+    int st = test_fork_capture(fn, arg, buf, sizeof buf);
+    if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) ||
+        !strstr(buf, "mote: free(): invalid pointer 0x")) {
+        fprintf(stderr, "expected an abort at an invalid free; child said: %s\n", buf);
+        CHECK(0);
+    }
+}
+
 #include <sys/resource.h>
 
 /* Runs fn in a forked child whose address space may grow only room bytes

@@ -115,23 +115,25 @@ TEST(a_bigger_cached_block_serves_a_smaller_request)
 }
 
 /* Freed large blocks' slices are free at once and merge with their free
- * neighbours: four freed 256 KiB blocks serve a 1 MiB one, warm.  (Cached
+ * neighbours: two freed 512 KiB blocks serve a 1 MiB one, warm.  (Cached
  * whole, as they were, they served only requests they held, and the 1 MiB
- * block took fresh slices: 256 page faults, and RSS for both.) */
+ * block took fresh slices: 256 page faults, and RSS for both.)  Blocks too
+ * big for the thread's cache of freed large blocks (runcache.c). */
 TEST(freed_large_blocks_merge_and_serve_a_bigger_one_warm)
 {
+    _Static_assert((512 << 10) > (HEAP_RUNCACHE_SLICES << HEAP_SLICE_SHIFT), "kept");
     mote_mem_release(); /* no other warm free slices */
     char *x = mote_malloc(1 << 20);
     CHECK(x != NULL);
     touch(x, 1 << 20, 1);
     mote_free(x);
-    char *a[4];
-    for (int i = 0; i < 4; i++) {
-        a[i] = mote_malloc(256 << 10);
-        CHECK(a[i] == x + ((size_t)i << 18)); /* in the freed block's slices */
-        touch(a[i], 256 << 10, 2);
+    char *a[2];
+    for (int i = 0; i < 2; i++) {
+        a[i] = mote_malloc(512 << 10);
+        CHECK(a[i] == x + ((size_t)i << 19)); /* in the freed block's slices */
+        touch(a[i], 512 << 10, 2);
     }
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 2; i++)
         mote_free(a[i]);
     long f0 = minflt();
     char *y = mote_malloc(1 << 20);
@@ -164,7 +166,7 @@ TEST(small_pages_and_large_blocks_keep_to_their_own_segments)
         mote_free(big[i]);
     void *more[N * 4];
     for (int i = 0; i < N * 4; i++) {
-        more[i] = mote_malloc((size_t)(5000 + 1000 * i));
+        more[i] = mote_malloc((size_t)(5000 + 400 * i)); /* up to HEAP_SMALL_MAX */
         CHECK(more[i] != NULL);
     }
     for (int i = 0; i < N; i++)
@@ -417,19 +419,6 @@ TEST(under_a_limit_a_cached_block_is_cut_to_the_request)
 
 /* ---- double frees ---- */
 
-static void expect_invalid_free(void (*fn)(void *), void *arg)
-{
-    if (TEST_SANITIZED)
-        return; /* fork + abort under sanitizers only adds noise */
-    char buf[512];
-    int st = test_fork_capture(fn, arg, buf, sizeof buf);
-    if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) ||
-        !strstr(buf, "mote: free(): invalid pointer 0x")) {
-        fprintf(stderr, "expected an abort on the second free; child said: %s\n", buf);
-        CHECK(0);
-    }
-}
-
 static void *thread_noop(void *arg) { return arg; }
 
 /* What happens between the two frees: a large block's slices are free at
@@ -470,8 +459,8 @@ TEST(double_free_of_a_large_or_huge_block_aborts)
                                    2 << 20,   4 << 20, 12 << 20};
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
         for (uintptr_t between = NOTHING; between <= EVERY_CLASS; between++)
-            expect_invalid_free(double_free,
-                                (void *)(((uintptr_t)sizes[k] << 4) | between));
+            test_expect_invalid_free(double_free,
+                                     (void *)(((uintptr_t)sizes[k] << 4) | between));
 }
 
 static void free_inside_cached(void *arg)
@@ -482,7 +471,10 @@ static void free_inside_cached(void *arg)
     mote_free(p + 65536);
 }
 
-TEST(free_inside_a_cached_run_aborts) { expect_invalid_free(free_inside_cached, NULL); }
+TEST(free_inside_a_cached_run_aborts)
+{
+    test_expect_invalid_free(free_inside_cached, NULL);
+}
 
 /* ---- realloc of a huge block: its pages move, nothing is copied ---- */
 
@@ -564,7 +556,7 @@ static void free_the_old_address(void *arg)
 
 TEST(free_of_a_huge_block_s_old_address_aborts)
 {
-    expect_invalid_free(free_the_old_address, NULL);
+    test_expect_invalid_free(free_the_old_address, NULL);
 }
 
 /* ---- where a page goes ---- */

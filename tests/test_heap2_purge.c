@@ -57,7 +57,11 @@ enum { N = 3000 };
 static uint64_t *blk[N];
 static size_t sz[N];
 
-static size_t size_of(int i) { return 4097 + (size_t)(i * 7919) % (120 << 10); }
+/* the sizes of bitmap classes: 4 KiB..HEAP_SMALL_MAX */
+static size_t size_of(int i)
+{
+    return 4097 + (size_t)(i * 7919) % (HEAP_SMALL_MAX - 4096);
+}
 
 TEST(free_blocks_inside_live_pages_go_back_with_no_call)
 {
@@ -207,19 +211,6 @@ TEST(pages_of_an_exited_thread_are_released_inside_too)
 
 /* ---- checks ---- */
 
-static void expect_invalid_free(void (*fn)(void *), void *arg)
-{
-    if (TEST_SANITIZED)
-        return;
-    char buf[512];
-    int st = test_fork_capture(fn, arg, buf, sizeof buf);
-    if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) ||
-        !strstr(buf, "mote: free(): invalid pointer 0x")) {
-        fprintf(stderr, "expected an abort; child said: %s\n", buf);
-        CHECK(0);
-    }
-}
-
 static void double_free_local(void *arg)
 {
     (void)arg;
@@ -310,19 +301,19 @@ static void free_tail(void *arg)
 
 TEST(bitmap_blocks_keep_the_pointer_checks)
 {
-    expect_invalid_free(double_free_local, NULL);
-    expect_invalid_free(double_free_remote, NULL);
-    expect_invalid_free(double_free_after_purge, NULL);
-    expect_invalid_free(local_then_remote_free, NULL);
-    expect_invalid_free(remote_free_after_purge, NULL);
-    expect_invalid_free(free_inside, NULL);
-    expect_invalid_free(free_tail, NULL);
+    test_expect_invalid_free(double_free_local, NULL);
+    test_expect_invalid_free(double_free_remote, NULL);
+    test_expect_invalid_free(double_free_after_purge, NULL);
+    test_expect_invalid_free(local_then_remote_free, NULL);
+    test_expect_invalid_free(remote_free_after_purge, NULL);
+    test_expect_invalid_free(free_inside, NULL);
+    test_expect_invalid_free(free_tail, NULL);
 }
 
 TEST(bitmap_blocks_meet_the_malloc_contract)
 {
     /* sizes, alignment, usable size, calloc zero, realloc keeps content */
-    for (size_t n = 4097; n <= (128u << 10); n += 1531) {
+    for (size_t n = 4097; n <= HEAP_SMALL_MAX; n += 331) {
         char *p = mote_malloc(n);
         CHECK(p && (uintptr_t)p % 16 == 0);
         CHECK(mote_usable_size(p) >= n && mote_usable_size(p) <= n + n / 4 + 16);
@@ -411,8 +402,8 @@ static void double_free_stashed(void *arg)
 
 TEST(a_stashed_block_freed_again_is_caught)
 {
-    expect_invalid_free(double_free_stashed, NULL);
-    expect_invalid_free(double_free_stashed, (void *)1);
+    test_expect_invalid_free(double_free_stashed, NULL);
+    test_expect_invalid_free(double_free_stashed, (void *)1);
 }
 
 /* ---- a new page on reused slices, due for the scavenger at once ----

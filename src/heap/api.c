@@ -180,20 +180,31 @@ static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero, bo
     if (n == 0)
         n = 1;
     size_t extra = align > HEAP_SLICE_SIZE ? align - HEAP_SLICE_SIZE : 0;
-    void *p;
-    if (n <= HEAP_LARGE_MAX && n + extra <= HEAP_LARGE_MAX)
-        p = mote__arena_large_alloc(n, align);
-    else
-        p = mote__arena_huge_alloc(n, align);
-    if (!p)
-        return NULL;
     heap_tcache *h = mote__heap_tls;
     bool exited = false;
-    if (HEAP_UNLIKELY(h == &mote__heap_tcache_empty) && LOAD(&mote__prof_on, RELAXED)) {
+    bool keepable = align <= 16 && n <= (size_t)HEAP_RUNCACHE_SLICES << HEAP_SLICE_SHIFT;
+    if (HEAP_UNLIKELY(h == &mote__heap_tcache_empty) &&
+        (keepable || LOAD(&mote__prof_on, RELAXED))) {
         /* no cache (after the thread's exit, or big blocks only): one for
-         * the profiler's countdown, as a small block would take */
+         * the blocks it will keep, and for the profiler's countdown, as a
+         * small block would take */
         heap_tcache *t = mote__tcache_take(&exited);
         h = t ? t : h;
+    }
+    void *p = NULL;
+    if (keepable) {
+        heap_page *pg = mote__runcache_take(
+            h, (uint32_t)((n + HEAP_SLICE_SIZE - 1) >> HEAP_SLICE_SHIFT));
+        p = pg ? pg->first : NULL;
+    }
+    if (!p && n <= HEAP_LARGE_MAX && n + extra <= HEAP_LARGE_MAX)
+        p = mote__arena_large_alloc(n, align);
+    else if (!p)
+        p = mote__arena_huge_alloc(n, align);
+    if (!p) {
+        if (HEAP_UNLIKELY(exited))
+            mote__tcache_give_back(h);
+        return NULL;
     }
     bool sampled = h != &mote__heap_tcache_empty && (h->sample_left -= (int64_t)n) < 0;
     if (zero || sampled) {
@@ -273,7 +284,8 @@ static HEAP_NOINLINE void heap_free_slow(void *p)
         return;
     }
     if (pg->kind == HEAP_PAGE_LARGE) {
-        mote__arena_large_free(pg);
+        if (!mote__runcache_put(mote__heap_tls, pg))
+            mote__arena_large_free(pg);
         return;
     }
     if (pg->kind == HEAP_PAGE_BITMAP) {
@@ -499,6 +511,7 @@ void mote__heap_release_all(void)
     mote__tcache_release_own();
     mote__tcache_collect_dead(true, 0);
     mote__tcache_release_own(); /* the message blocks that came home */
+    mote__runcache_scavenge(0); /* other threads' kept large blocks */
     while (mote__arena_scavenge(0) == 0)
         ;
 }

@@ -594,17 +594,39 @@ void *mote__arena_large_alloc(size_t size, size_t align)
     return pg->first;
 }
 
+/* Lock held.  Large block pg (used 0) is freed: its slices are free, as
+ * if since (ms clock) for the decay. */
+static void large_run_free(heap_page *pg, uint32_t since)
+{
+    mote__assert(pg->kind == HEAP_PAGE_LARGE && page_used(pg) == 0);
+    FETCH_SUB(&st_large_inuse, pg->usable, RELAXED);
+    heap_segment *seg = heap_segment_of(pg->start);
+    seg->guard_mask |= 1ULL << page_index(pg);
+    run_free(seg, page_index(pg), pg->slices, since);
+}
+
 void mote__arena_large_free(heap_page *pg)
 {
     heap_lock_acquire(&mote__heap_arena_lock);
     mote__assert(pg->kind == HEAP_PAGE_LARGE && page_used(pg) == 1);
-    FETCH_SUB(&st_large_inuse, pg->usable, RELAXED);
     page_used_set(pg, 0);
-    heap_segment_of(pg->start)->guard_mask |= 1ULL << page_index(pg);
-    mote__arena_page_free(pg);
+    large_run_free(pg, mote__os_coarse_ms());
     heap_lock_release(&mote__heap_arena_lock);
+    mote__scavenger_note_dirty();
     mote__scavenger_ensure();
 }
+
+void mote__arena_large_free_kept(heap_page *const *pg, unsigned n, uint32_t since)
+{
+    heap_lock_acquire(&mote__heap_arena_lock);
+    for (unsigned i = 0; i < n; i++)
+        large_run_free(pg[i], since);
+    heap_lock_release(&mote__heap_arena_lock);
+    mote__scavenger_note_dirty();
+    mote__scavenger_ensure();
+}
+
+bool mote__arena_limited(void) { return LOAD(&arena_limit, RELAXED) != 0; }
 
 /* ---- huge blocks: their own mapping, header in front ---- */
 

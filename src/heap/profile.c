@@ -242,14 +242,14 @@ void *mote__prof_alloc_small(heap_tcache *h, unsigned cls, size_t n, void *entry
     if (h->shadow_of) /* never sample inside a shadow */
         return NULL;
     /* A power-of-two class with room for the trailer: it keeps any
-     * alignment cls had, and the shadow needs pages for 13 classes only
+     * alignment cls had, and the shadow needs pages for 11 classes only
      * (each takes a slice of its own). */
     size_t need = n + 16 > mote__sizeclass_size[cls] ? n + 16 : mote__sizeclass_size[cls];
     unsigned c = sizeclass_of(need);
     while (c < HEAP_NCLS && (mote__sizeclass_size[c] & (mote__sizeclass_size[c] - 1)))
         c++;
     if (c == HEAP_NCLS) {
-        /* No class holds it with its trailer (just under 128 KiB, a common
+        /* No class holds it with its trailer (just under 32 KiB, a common
          * buffer size, which was never sampled): a large block, which
          * keeps the sample in its page and is slice-aligned. */
         void *p = mote__arena_large_alloc(n, 0);

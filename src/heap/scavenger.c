@@ -57,6 +57,7 @@ static void *scavenger_main(void *arg)
         int seq = LOAD(&scav_seq, SEQ_CST);
         uint32_t decay = mote__heap_cfg.decay_ms;
         long next = mote__tcache_collect_dead(false, decay);
+        next = min_wait(next, mote__runcache_scavenge(decay));
         next = min_wait(next, mote__arena_scavenge(decay));
         if (next == 0)
             continue;
@@ -82,6 +83,7 @@ static void scavenger_inline(void)
     if (now - last < period || !CAS(&scav_inline_last, &last, now, RELAXED))
         return;
     mote__tcache_collect_dead(false, mote__heap_cfg.decay_ms);
+    mote__runcache_scavenge(mote__heap_cfg.decay_ms);
     mote__arena_scavenge(mote__heap_cfg.decay_ms);
 }
 

@@ -1,19 +1,19 @@
 /*
  * sizeclass.c - the size classes.  Classes 1..8 are 16..128 in steps of 16;
  * above that there are four classes per power of two (160, 192, 224, 256,
- * 320, ...), up to 128 KiB, so a block wastes at most 20% of its size (and
- * every size is a multiple of 16, which keeps blocks 16-byte aligned).
- * sizeclass_of() (internal.h) maps a request to its class without a table.
- * Each class has a page length in slices: one 64 KiB slice up to 8 KiB
- * blocks, else enough slices for 8 blocks (4 above 16 KiB), of the three
- * lengths from there the one that wastes the least tail.  Classes above
- * 4 KiB (HEAP_BITMAP_CLS up) live in bitmap pages (at most 19 blocks a page
- * here, within HEAP_BM_MAXBLOCKS).  A thread uses a big class a few blocks
- * at a time, and each class has its own pages per thread: 8 blocks of
- * 128 KiB made a page of 16 slices that few blocks ever used, and long free
- * runs scarce (bench/malloc/churn, 8 threads: 4 blocks, peak RSS 25.5 ->
- * 20.6 MiB, faults 6.6k -> 5.4k; an alloc/free burst of 256 100 KiB blocks
- * takes 1.23x the time, as twice the pages come and go).
+ * 320, ...), up to 32 KiB (HEAP_SMALL_MAX; bigger blocks are large ones),
+ * so a block wastes at most 20% of its size (and every size is a multiple
+ * of 16, which keeps blocks 16-byte aligned).  sizeclass_of() (internal.h)
+ * maps a request to its class without a table.  Each class has a page
+ * length in slices: one 64 KiB slice up to 8 KiB blocks, else enough slices
+ * for 8 blocks (4 above 16 KiB), of the three lengths from there the one
+ * that wastes the least tail.  Classes above 4 KiB (HEAP_BITMAP_CLS up)
+ * live in bitmap pages (within HEAP_BM_MAXBLOCKS blocks a page).  A thread
+ * uses a big class a few blocks at a time, and each class has its own pages
+ * per thread, so big classes have pages of few blocks: with 8 blocks of
+ * 128 KiB (when classes went that far) a page of 16 slices that few blocks
+ * ever used made long free runs scarce (bench/malloc/churn, 8 threads: 4
+ * blocks, peak RSS 25.5 -> 20.6 MiB, faults 6.6k -> 5.4k).
  */
 #include "heap/internal.h"
 

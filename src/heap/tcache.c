@@ -668,6 +668,7 @@ static void tcache_thread_exit(void *arg)
     foreign_send_all(h);
     stash_return_all(h);
     rbuf_send_all(h);
+    mote__runcache_flush(h);
     /* dead = 1 before the last look at the inbox: a free that pushes after
      * it sees dead and kicks the scavenger (both seq_cst). */
     STORE(&h->dead, 1, SEQ_CST);
@@ -737,6 +738,7 @@ void mote__tcache_release_own(void)
     foreign_send_all(h);
     stash_return_all(h);
     rbuf_send_all(h);
+    mote__runcache_flush(h);
     tcache_trim(h, false);
     if (h->shadow)
         tcache_trim(h->shadow, false);

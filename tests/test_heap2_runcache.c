@@ -1,0 +1,253 @@
+/*
+ * test_heap2_runcache.c - a thread's cache of freed large blocks
+ * (src/heap/runcache.c): a freed block of up to HEAP_RUNCACHE_SLICES slices
+ * serves the thread's next malloc of as many slices, zeroed for calloc; the
+ * cache stays in its bounds; its blocks go back to the arena at the
+ * thread's exit, at mote_mem_release from any thread, and by themselves
+ * once the thread has been idle for the decay period; nothing is kept
+ * under a memory limit; a kept block freed again is caught.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "heap/heap.h"
+#include "heap/internal.h"
+#include "mote.h"
+
+static uint64_t kept(void) { return mote__runcache_bytes(); }
+
+static uint64_t inuse(void)
+{
+    uint64_t v = 0;
+    CHECK_EQ(mote__heap_metric("/heap/inuse:bytes", &v), 0);
+    return v;
+}
+
+TEST(a_freed_large_block_serves_the_thread_s_next_one_of_as_many_slices)
+{
+    mote_mem_release();
+    CHECK_EQ(kept(), 0);
+    size_t n = 100 << 10; /* 2 slices */
+    char *p = mote_malloc(n);
+    CHECK(p != NULL);
+    memset(p, 0xab, n);
+    uint64_t used = inuse();
+    mote_free(p);
+    CHECK_EQ(kept(), 2 * HEAP_SLICE_SIZE);
+    CHECK(inuse() <= used - 2 * HEAP_SLICE_SIZE); /* kept is free, not in use */
+    char *other = mote_malloc(40 << 10);          /* 1 slice: not that one */
+    CHECK(other != NULL && other != p);
+    char *q = mote_malloc(70 << 10); /* 2 slices */
+    CHECK(q == p);
+    CHECK_EQ(kept(), 0);
+    CHECK(mote_usable_size(q) >= (70u << 10));
+    mote_free(q);
+    char *z = mote_calloc(1, n);
+    CHECK(z == p);
+    for (size_t i = 0; i < n; i += 61)
+        CHECK(z[i] == 0);
+    mote_free(z);
+    mote_free(other);
+    mote_mem_release();
+    CHECK_EQ(kept(), 0);
+}
+
+TEST(only_blocks_of_few_slices_at_the_start_of_their_run_are_kept)
+{
+    mote_mem_release();
+    char *big = mote_malloc(((size_t)HEAP_RUNCACHE_SLICES << HEAP_SLICE_SHIFT) + 1);
+    CHECK(big != NULL);
+    mote_free(big);
+    CHECK_EQ(kept(), 0);
+    /* aligned past a slice: may begin inside its run */
+    void *aligned = mote_aligned_alloc(128 << 10, 40 << 10);
+    CHECK(aligned != NULL && (uintptr_t)aligned % (128 << 10) == 0);
+    mote_free(aligned);
+    CHECK_EQ(kept(), 0);
+}
+
+TEST(the_cache_stays_in_its_bounds)
+{
+    mote_mem_release();
+    enum { N = 3 * HEAP_RUNCACHE_SLOTS };
+    char *p[N];
+    for (int i = 0; i < N; i++) {
+        /* 1 to HEAP_RUNCACHE_SLICES slices */
+        size_t slices = 1 + (size_t)i % HEAP_RUNCACHE_SLICES;
+        p[i] = mote_malloc((slices << HEAP_SLICE_SHIFT) - 1000);
+        CHECK(p[i] != NULL);
+    }
+    heap_runcache *rc = &mote__heap_tls->runs;
+    for (int i = 0; i < N; i++) {
+        mote_free(p[i]);
+        CHECK(rc->n >= 1 && rc->n <= HEAP_RUNCACHE_SLOTS);
+        CHECK(kept() <= (uint64_t)HEAP_RUNCACHE_MAX << HEAP_SLICE_SHIFT);
+        uint64_t sum = 0;
+        for (uint32_t k = 0; k < rc->n; k++)
+            sum += rc->pg[k]->slices;
+        CHECK_EQ(sum, rc->slices);
+        CHECK(rc->pg[rc->n - 1]->start == (uint8_t *)p[i]); /* the newest stays */
+    }
+    mote_mem_release();
+    CHECK_EQ(kept(), 0);
+}
+
+/* ---- giving them back ---- */
+
+static void *keep_some(void *arg)
+{
+    (void)arg;
+    void *p[4];
+    for (int i = 0; i < 4; i++)
+        p[i] = mote_malloc(60 << 10);
+    for (int i = 0; i < 4; i++)
+        mote_free(p[i]);
+    CHECK(kept() >= 4 * HEAP_SLICE_SIZE);
+    return NULL;
+}
+
+TEST(kept_blocks_go_back_when_the_thread_exits)
+{
+    mote_mem_release();
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, keep_some, NULL), 0);
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    CHECK_EQ(kept(), 0);
+}
+
+static pthread_mutex_t idle_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t idle_cv = PTHREAD_COND_INITIALIZER;
+static int idle_stage; /* 1: blocks kept; 2: may exit */
+
+static void *keep_then_idle(void *arg)
+{
+    keep_some(arg);
+    pthread_mutex_lock(&idle_mu);
+    idle_stage = 1;
+    pthread_cond_broadcast(&idle_cv);
+    while (idle_stage != 2)
+        pthread_cond_wait(&idle_cv, &idle_mu);
+    pthread_mutex_unlock(&idle_mu);
+    return NULL;
+}
+
+static pthread_t start_idle_keeper(void)
+{
+    idle_stage = 0;
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, keep_then_idle, NULL), 0);
+    pthread_mutex_lock(&idle_mu);
+    while (idle_stage != 1)
+        pthread_cond_wait(&idle_cv, &idle_mu);
+    pthread_mutex_unlock(&idle_mu);
+    return t;
+}
+
+static void stop_idle_keeper(pthread_t t)
+{
+    pthread_mutex_lock(&idle_mu);
+    idle_stage = 2;
+    pthread_cond_broadcast(&idle_cv);
+    pthread_mutex_unlock(&idle_mu);
+    CHECK_EQ(pthread_join(t, NULL), 0);
+}
+
+/* The thread that keeps them stays alive and calls nothing: the scavenger
+ * takes them back at the decay period, and their slices go to the OS. */
+TEST(an_idle_thread_s_kept_blocks_go_back_with_no_call)
+{
+    mote_mem_release();
+    pthread_t t = start_idle_keeper();
+    CHECK(kept() >= 4 * HEAP_SLICE_SIZE);
+    uint64_t limit_ms = 4ull * mote__heap_cfg.decay_ms + 5000;
+    for (uint64_t ms = 0; kept() && ms < limit_ms; ms += 20)
+        usleep(20 * 1000);
+    CHECK_EQ(kept(), 0);
+    stop_idle_keeper(t);
+}
+
+TEST(mote_mem_release_takes_another_thread_s_kept_blocks)
+{
+    mote_mem_release();
+    pthread_t t = start_idle_keeper();
+    CHECK(kept() >= 4 * HEAP_SLICE_SIZE);
+    mote_mem_release();
+    CHECK_EQ(kept(), 0);
+    stop_idle_keeper(t);
+}
+
+/* A block freed on one thread is kept by that thread, whoever allocated it
+ * (a thread that has allocated: one that only frees has nothing to keep
+ * them for). */
+static void *free_and_reuse(void *arg)
+{
+    char *p = arg;
+    mote_free(mote_malloc(100)); /* this thread's cache */
+    mote_free(p);
+    CHECK_EQ(kept(), 2 * HEAP_SLICE_SIZE);
+    char *q = mote_malloc(90 << 10);
+    CHECK(q == p);
+    return q;
+}
+
+TEST(a_block_freed_on_another_thread_serves_that_thread)
+{
+    mote_mem_release();
+    char *p = mote_malloc(90 << 10);
+    CHECK(p != NULL);
+    memset(p, 7, 90 << 10);
+    pthread_t t;
+    void *q = NULL;
+    CHECK_EQ(pthread_create(&t, NULL, free_and_reuse, p), 0);
+    CHECK_EQ(pthread_join(t, &q), 0);
+    CHECK(q == p);
+    mote_free(q);
+    mote_mem_release();
+}
+
+TEST(nothing_is_kept_under_a_memory_limit)
+{
+    mote_mem_release();
+    CHECK_EQ(mote__heap_set_limit(1ull << 32), 0);
+    char *p = mote_malloc(100 << 10);
+    CHECK(p != NULL);
+    mote_free(p);
+    CHECK_EQ(kept(), 0);
+    CHECK_EQ(mote__heap_set_limit(0), 0);
+}
+
+/* ---- misuse ---- */
+
+static void free_twice(void *arg)
+{
+    size_t n = (size_t)(uintptr_t)arg;
+    char *p = mote_malloc(n);
+    memset(p, 1, n);
+    mote_free(p);
+    CHECK(kept() > 0); /* the second free finds it kept */
+    mote_free(p);
+    fprintf(stderr, "double free of a kept block of %zu bytes NOT detected\n", n);
+}
+
+static void free_inside(void *arg)
+{
+    (void)arg;
+    char *p = mote_malloc(200 << 10);
+    mote_free(p);
+    mote_free(p + 65536);
+}
+
+TEST(a_kept_block_freed_again_or_inside_aborts)
+{
+    static const size_t sizes[] = {HEAP_SMALL_MAX + 1, 100 << 10, 250 << 10};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        test_expect_invalid_free(free_twice, (void *)(uintptr_t)sizes[k]);
+    test_expect_invalid_free(free_inside, NULL);
+}
+
+TEST_MAIN()
