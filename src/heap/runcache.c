@@ -23,8 +23,8 @@
 #include "heap/internal.h"
 #include "os/os.h"
 
-_Static_assert(HEAP_RUNCACHE_MAX >= HEAP_RUNCACHE_SLICES,
-               "a block of the most slices fits");
+_Static_assert(HEAP_RUNCACHE_MAX / 2 >= HEAP_RUNCACHE_SLICES,
+               "a cache emptied to half its slices has room for any block");
 
 static inline bool runcache_lock(heap_runcache *rc)
 {
