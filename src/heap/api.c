@@ -197,10 +197,10 @@ static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero, bo
             h, (uint32_t)((n + HEAP_SLICE_SIZE - 1) >> HEAP_SLICE_SHIFT));
         p = pg ? pg->first : NULL;
     }
-    if (!p && n <= HEAP_LARGE_MAX && n + extra <= HEAP_LARGE_MAX)
-        p = mote__arena_large_alloc(n, align);
-    else if (!p)
-        p = mote__arena_huge_alloc(n, align);
+    if (!p)
+        p = n <= HEAP_LARGE_MAX && n + extra <= HEAP_LARGE_MAX
+                ? mote__arena_large_alloc(n, align)
+                : mote__arena_huge_alloc(n, align);
     if (!p) {
         if (HEAP_UNLIKELY(exited))
             mote__tcache_give_back(h);

@@ -49,9 +49,8 @@ static void stats_take(stats_snap *s)
     mote__arena_stats(&s->a);
     /* A large block a thread keeps freed (runcache.c) is free, though the
      * arena counts it. */
-    uint64_t kept = mote__runcache_bytes();
-    s->kept = kept;
-    s->a.large_inuse -= kept < s->a.large_inuse ? kept : s->a.large_inuse;
+    s->kept = mote__runcache_bytes();
+    s->a.large_inuse -= s->kept < s->a.large_inuse ? s->kept : s->a.large_inuse;
     s->inuse = small + s->a.large_inuse + s->a.huge_inuse;
     s->mapped = s->a.mapped;
     s->released = s->a.released < s->mapped ? s->a.released : s->mapped;
