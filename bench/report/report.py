@@ -170,8 +170,8 @@ ALLOC_COLORS = {"mote": "#1f77b4", "glibc": "#7f7f7f", "tcmalloc": "#ff7f0e", "j
                 "mimalloc": "#9467bd", "go": "#d62728"}
 # bench/malloc/run.sh's round-two programs: their own section, not the
 # generic throughput and free-then-idle tables.
-ROUND2_BENCHES = {"large", "survivors", "larson", "threadreq", "prodcons", "churn", "xtstab", "profile-on", "profile-off",
-                  "profile-file"}
+ROUND2_BENCHES = {"large", "survivors", "larson", "threadreq", "prodcons", "churn", "bigset", "xtstab", "profile-on",
+                  "profile-off", "profile-file"}
 PALETTE = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
            "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"]
 
@@ -886,9 +886,11 @@ class Report:
         b = (min if lower else max)(pv, key=pv.get)
         return b, pv[b]
 
-    def churn_table(self, bench, title, what, key, labelf, timef, timefmt, area_note):
+    def churn_table(self, bench, title, what, key, labelf, timef, timefmt, area_note, target=True):
         """Time and peak RSS beside every peer; summary: peak <= 1.1x the
-        leanest peer, time <= 1.1x the fastest peer (the noise band)."""
+        leanest peer, time <= 1.1x the fastest peer (the noise band).
+        target=False: a workload with no target of its own (the table and
+        the wins/losses lists only)."""
         md = self.md
         rows = {}
         for a, L in self.malloc2_rows(bench).items():
@@ -920,6 +922,8 @@ class Report:
                 self.compare("%s %s, time" % (key, label), mt, btv, peer_name=bt)
                 self.compare("%s %s, peak RSS" % (key, label), mp, bpv, words=("less memory", "more memory"),
                              peer_name=bp)
+            if not target:
+                continue
             ok = (mp <= 1.1 * bpv and mt <= 1.1 * btv) if (mt and btv and mp and bpv) else None
             self.add_summary("allocator round 2", "%s (%s): peak RSS ≤ 1.1× leanest peer, time ≤ 1.1× fastest peer%s"
                              % (key, label, area_note),
@@ -945,7 +949,7 @@ class Report:
         if not any(self.bench_name(d) in ROUND2_BENCHES for d in self.malloc):
             return
         md.append("## 3b. Allocators, round two\n")
-        md.append("Workloads mote was not tuned for (bench/malloc/{largeloop,survivors,larson,threadreq,prodcons,churn}.c, "
+        md.append("Workloads mote was not tuned for (bench/malloc/{largeloop,survivors,larson,threadreq,prodcons,churn,bigset}.c, "
                   "xthread run five times in a row), every allocator through LD_PRELOAD in the same run. Cells: "
                   "median <sub>(min–max)</sub> over repetitions; ratios are mote ÷ the best peer for that column "
                   "(below 1 is better). Plan: docs/heap-round2-plan.md.\n")
@@ -1047,6 +1051,13 @@ class Report:
                          "other threads and later rounds to free, after mimalloc-bench's mstress "
                          "(bench/malloc/churn.c). Cells: seconds, peak RSS.", "churn",
                          lambda d: "%s threads" % d.get("threads", "?"), secs, lambda v: "%.2f s" % v, "")
+        self.churn_table("bigset", "Random replacement in a big live set", "each thread fills 100,000 slots with "
+                         "blocks of 16 B–1 KiB, then frees the block of a random slot (reading its first byte) and "
+                         "puts a new one there; the live set (~50 MiB per thread) is bigger than the CPU caches, so "
+                         "every freed block is cold (bench/malloc/bigset.c). No target: it shows what a free of a "
+                         "cold block costs. Cells: ns per free+malloc, peak RSS.", "bigset",
+                         lambda d: "%s threads" % d.get("threads", "?"), lambda d: num(d, "ns_per_op"),
+                         lambda v: "%.0f ns" % v, "", target=False)
         # xthread stability
         xs = self.malloc2_rows("xtstab")
         if xs:
