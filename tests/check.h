@@ -7,6 +7,7 @@
 #ifndef MOTE_TEST_CHECK_H
 #define MOTE_TEST_CHECK_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,6 +261,16 @@ static inline int test_fork_capture(void (*fn)(void *), void *arg, char *buf, si
     int status = 0;
     CHECK(waitpid(pid, &status, 0) == pid);
     return status;
+}
+
+/* xorshift64: a cheap, seedable stream for test data (seed non-zero). */
+static inline uint64_t test_rnd(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
 }
 
 /* Runs fn(arg) in a forked child and checks that the allocator aborted it

@@ -70,15 +70,6 @@ TEST(push_pop_and_remove_keep_order)
     check_list(&l, (item *[]){&it[2]}, 1);
 }
 
-static uint64_t rng(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
 TEST(random_ops_match_a_reference_array)
 {
     enum { N = 64 };
@@ -90,8 +81,8 @@ TEST(random_ops_match_a_reference_array)
         it[i] = (item){.id = i};
     uint64_t s = 0x1234567;
     for (long step = 0; step < TEST_SCALE(100000, 10); step++) {
-        item *x = &it[rng(&s) % N];
-        uint32_t op = (uint32_t)(rng(&s) % 4);
+        item *x = &it[test_rnd(&s) % N];
+        uint32_t op = (uint32_t)(test_rnd(&s) % 4);
         if (!x->in && op < 2) {
             if (op == 0) {
                 list_push_back(&l, &x->link);

@@ -349,14 +349,17 @@ HEAP_INLINE void heap_free_inline(void *p)
                           !page_carved(pg, off)))
             mote__heap_invalid_free(p, "free");
         b->cookie = ck;
-        b->next = pg->free;
-        pg->free = b;
-        if (HEAP_UNLIKELY(page_used_add(pg, -1) == 0 || pg->in_full)) {
-            mote__tcache_page_freed(h, pg);
+        /* LIFO across the class: the next malloc reuses this (warm) block
+         * (see HEAP_PAGE_RECENT) */
+        heap_page *r = &h->recent[pg->cls];
+        if (HEAP_UNLIKELY(page_used(r) == 0)) { /* full, or the class drains */
+            mote__tcache_recent_full(h, pg, b);
             return;
         }
-        /* LIFO across the class: the next malloc reuses this (warm) block */
-        h->cur[pg->cls] = pg;
+        b->next = r->free;
+        r->free = b;
+        page_used_add(r, -1);
+        h->cur[pg->cls] = r;
         return;
     }
     /* Another thread's block: into this thread's foreign list of its class

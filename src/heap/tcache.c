@@ -8,9 +8,10 @@
  *   - a live cache is touched only by its thread, except `inbox` (other
  *     threads push lists of blocks with one CAS, the owner takes them all
  *     with one exchange: no ABA) and `dead`;
- *   - cur[c] is a page of queue[c] (the one a local free last went to, or
- *     the first), or the class's foreign list, or &mote__heap_page_empty
- *     when the queue is empty; for a bitmap class it is always the class's
+ *   - cur[c] is a page of queue[c] (the first, or the one a malloc found
+ *     blocks in), or the class's recent list (a local free last went
+ *     there), or its foreign list, or &mote__heap_page_empty when the
+ *     queue is empty; for a bitmap class it is always the class's
  *     stash (or the empty page for classes without one); so the
  *     fast path needs no NULL test; the static mote__heap_tcache_empty has
  *     every cur[c] at &mote__heap_page_empty and sends each thread to the
@@ -18,6 +19,10 @@
  *   - a small page is in its class queue, or out of it with in_full = 1
  *     (it had no free block and no room to carve when it left); it comes
  *     back when one of its blocks does;
+ *   - a block of ours freed on this thread is on its page's list or on the
+ *     class's recent list (still counted as used on its page, so its page
+ *     stays); a recent list holds at most `reserved` blocks, `used` is its
+ *     room, and a draining one (in_full) is empty with no room;
  *   - a block freed by a thread other than its page's owner is, until the
  *     owner takes it back, either in the freeing thread's rbuf (at most
  *     HEAP_RBUF_MAX per slot; sent when a slot fills or is needed for
@@ -26,8 +31,9 @@
  *     inbox.  Its page's used count still counts it, so a page never goes
  *     back to the arena with a block in flight, and the page never changes
  *     owner: no free can reach the wrong cache;
- *   - caches are never freed: at thread exit a cache sends its rbuf, takes
- *     its inbox in, frees its empty pages except one per one-slice class and
+ *   - caches are never freed: at thread exit a cache puts its recent lists
+ *     back on their pages, sends its rbuf and foreign lists, takes its inbox
+ *     in, frees its empty pages except one per one-slice class and
  *     keeps every other page in its queues; it goes to the pool, and the next
  *     new thread adopts it with those pages (LIFO: the warmest first), so a
  *     successor allocates into its predecessor's partly used pages.  While
@@ -88,6 +94,10 @@ static inline void queue_sync_cur(heap_tcache *h, unsigned c)
         h->cur[c] = stash_cur(h, c);
         return;
     }
+    if (h->recent[c].free) { /* the warmest blocks first */
+        h->cur[c] = &h->recent[c];
+        return;
+    }
     heap_page *first = queue_first(&h->queue[c]);
     h->cur[c] = first ? first : &mote__heap_page_empty;
 }
@@ -124,6 +134,8 @@ static void queue_return(heap_tcache *h, heap_page *pg)
         queue_sync_cur(h, pg->cls);
 }
 
+static inline heap_page *block_page(const void *b);
+
 /* Whole-structure check (MOTE_DEBUG=2): every queued page is ours, not
  * parked, and cur[c] is in queue[c]. */
 __attribute__((unused)) static bool tcache_valid(heap_tcache *h)
@@ -136,9 +148,19 @@ __attribute__((unused)) static bool tcache_valid(heap_tcache *h)
         bool cur_found =
             bm ? h->cur[c] == stash_cur(h, c)
                : (h->cur[c] == &mote__heap_page_empty && !h->queue[c].head) ||
-                     h->cur[c] == l;
+                     h->cur[c] == l || h->cur[c] == &h->recent[c];
         if (page_used(l) + (l->free ? 1 : 0) > l->reserved)
             return false;
+        if (!bm) { /* the recent list: our blocks, its length as counted */
+            const heap_page *r = &h->recent[c];
+            uint32_t n = 0;
+            for (const heap_block *b = r->free; b; b = b->next, n++)
+                if (n > r->reserved || block_page(b)->owner != h)
+                    return false;
+            if (r->in_full ? n != 0 || page_used(r) != 0
+                           : n + page_used(r) != r->reserved)
+                return false;
+        }
         for (heap_page *pg = queue_first(&h->queue[c]); pg; pg = queue_next(pg)) {
             if (page_owner(pg) != h || pg->cls != c || pg->in_full ||
                 pg->kind != (bm ? HEAP_PAGE_BITMAP : HEAP_PAGE_SMALL) ||
@@ -411,6 +433,16 @@ static void foreign_init(heap_tcache *h)
     }
 }
 
+static void recent_init(heap_tcache *h)
+{
+    for (unsigned c = 1; c < HEAP_BITMAP_CLS; c++) {
+        uint32_t cap = (uint32_t)(HEAP_RECENT_BYTES / mote__sizeclass_size[c]);
+        cap = cap < HEAP_RECENT_MIN ? HEAP_RECENT_MIN : cap;
+        cap = cap > HEAP_RECENT_MAX ? HEAP_RECENT_MAX : cap;
+        list_page_init(&h->recent[c], HEAP_PAGE_RECENT, c, cap);
+    }
+}
+
 static void stash_init(heap_tcache *h)
 {
     for (unsigned c = HEAP_BITMAP_CLS; c < HEAP_NCLS; c++) {
@@ -428,8 +460,101 @@ uint32_t mote__tcache_listed_count(const heap_tcache *h, unsigned cls)
         return 0;
     const heap_page *l =
         cls < HEAP_BITMAP_CLS ? &h->foreign[cls] : &h->stash[cls - HEAP_BITMAP_CLS];
-    uint32_t room = page_used(l);
-    return room <= l->reserved ? l->reserved - room : 0;
+    uint32_t room = page_used(l), n = room <= l->reserved ? l->reserved - room : 0;
+    /* (in_full: the owner's, written atomically for this reader) */
+    if (cls < HEAP_BITMAP_CLS && !LOAD(&h->recent[cls].in_full, RELAXED)) {
+        const heap_page *r = &h->recent[cls];
+        room = page_used(r);
+        n += room <= r->reserved ? r->reserved - room : 0;
+    }
+    return n;
+}
+
+/* Block b (cookie set) of our small page pg is free: on pg's list. */
+static void page_take_back(heap_tcache *h, heap_page *pg, heap_block *b)
+{
+    mote__assert(pg->owner == h && pg->kind == HEAP_PAGE_SMALL);
+    b->next = pg->free;
+    pg->free = b;
+    if (page_used_add(pg, -1) == 0 || pg->in_full)
+        mote__tcache_page_freed(h, pg);
+}
+
+/* The blocks of recent list r past its first `keep` go to their pages. */
+static void recent_cut(heap_tcache *h, heap_page *r, uint32_t keep)
+{
+    mote__assert(r->kind == HEAP_PAGE_RECENT);
+    heap_block *b = r->free, **link = &r->free;
+    for (uint32_t i = 0; i < keep && b; i++) {
+        link = &b->next;
+        b = b->next;
+    }
+    *link = NULL; /* detached first: page_freed may look at cur */
+    uint32_t n = 0;
+    while (b) {
+        heap_block *next = b->next;
+        page_take_back(h, block_page(b), b);
+        b = next;
+        n++;
+    }
+    page_used_add(r, (int32_t)n);
+}
+
+void mote__tcache_recent_full(heap_tcache *h, heap_page *pg, heap_block *b)
+{
+    unsigned c = pg->cls;
+    heap_page *r = &h->recent[c];
+    if (!r->in_full) {
+        if (!r->dirty || r->allocs != h->slow_ticks) { /* the older half goes */
+            recent_cut(h, r, r->reserved / 2);
+            r->dirty = 1;
+            r->allocs = h->slow_ticks;
+            b->next = r->free;
+            r->free = b;
+            page_used_add(r, -1);
+            h->cur[c] = r;
+            return;
+        }
+        recent_cut(h, r, 0); /* full again, only frees since: the class drains */
+        page_used_set(r, 0);
+        STORE(&r->in_full, 1, RELAXED);
+    }
+    b->next = pg->free;
+    pg->free = b;
+    if (page_used_add(pg, -1) == 0 || pg->in_full) {
+        mote__tcache_page_freed(h, pg);
+        if (h->cur[c] == r)
+            queue_sync_cur(h, c);
+        return;
+    }
+    h->cur[c] = pg;
+}
+
+/* A malloc slow path of class c: a draining class gets its room back. */
+static inline void recent_refill(heap_tcache *h, unsigned c)
+{
+    heap_page *r = &h->recent[c];
+    if (HEAP_UNLIKELY(r->in_full)) {
+        mote__assert(!r->free && page_used(r) == 0);
+        STORE(&r->in_full, 0, RELAXED);
+        r->dirty = 0;
+        page_used_set(r, r->reserved);
+    }
+}
+
+/* Every recent list back to its pages. */
+static void recent_return_all(heap_tcache *h)
+{
+    for (unsigned c = 1; c < HEAP_BITMAP_CLS; c++) {
+        heap_page *r = &h->recent[c];
+        if (!r->free)
+            continue;
+        recent_cut(h, r, 0);
+        if (h->cur[c] == r)
+            queue_sync_cur(h, c);
+    }
+    for (unsigned c = 1; c < HEAP_BITMAP_CLS; c++)
+        recent_refill(h, c);
 }
 
 /* Puts the stashed blocks back in their bitmaps. */
@@ -577,6 +702,7 @@ static heap_tcache *tcache_new(bool listed)
     for (unsigned c = 0; c < HEAP_NCLS; c++)
         h->cur[c] = &mote__heap_page_empty;
     foreign_init(h);
+    recent_init(h);
     stash_init(h);
     h->sample_left = INT64_MAX;
     h->id = ncaches++;
@@ -665,6 +791,7 @@ static void tcache_thread_exit(void *arg)
     heap_tcache *h = arg;
     if (!h || h != mote__heap_tls)
         return;
+    recent_return_all(h);
     foreign_send_all(h);
     stash_return_all(h);
     rbuf_send_all(h);
@@ -735,6 +862,7 @@ void mote__tcache_release_own(void)
     heap_tcache *h = mote__heap_tls;
     if (h == &mote__heap_tcache_empty)
         return;
+    recent_return_all(h);
     foreign_send_all(h);
     stash_return_all(h);
     rbuf_send_all(h);
@@ -924,8 +1052,13 @@ void *mote__tcache_alloc_in(heap_tcache *h, unsigned cls)
         tcache_drain(h->shadow);
     if (cls >= HEAP_BITMAP_CLS)
         return tcache_alloc_bitmap(h, cls);
+    h->slow_ticks++;
+    recent_refill(h, cls);
     heap_page *pg = h->cur[cls];
-    if (!pg->free && h->foreign[cls].free) {
+    if (!pg->free && h->recent[cls].free) {
+        pg = &h->recent[cls];
+        h->cur[cls] = pg;
+    } else if (!pg->free && h->foreign[cls].free) {
         pg = &h->foreign[cls];
         h->cur[cls] = pg;
     } else if (!pg->free) {
