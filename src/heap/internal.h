@@ -254,8 +254,8 @@ typedef struct heap_rbuf {
  * its next malloc slow path gives the room back.  So a thread that frees
  * a heap and then idles keeps no page for the lists (a 226 MiB heap freed
  * in random order kept 51.6 MiB for good with half spills alone, 4.5 MiB
- * now as without lists): what they can keep is the blocks of a class
- * freed since a malloc slow path, fewer than the bound.  The lists go back
+ * now as without lists): what they can keep is, per class, up to the
+ * bound of blocks freed while the thread also allocated.  The lists go back
  * to their pages at thread exit and on mote_mem_release.  (`dirty`: the
  * list spilled since the room came back; `allocs`: slow_ticks then.) */
 #define HEAP_RECENT_BYTES (64UL << 10) /* per class, at most this much ... */
