@@ -519,15 +519,12 @@ void mote__tcache_recent_full(heap_tcache *h, heap_page *pg, heap_block *b)
         page_used_set(r, 0);
         STORE(&r->in_full, 1, RELAXED);
     }
-    b->next = pg->free;
-    pg->free = b;
-    if (page_used_add(pg, -1) == 0 || pg->in_full) {
-        mote__tcache_page_freed(h, pg);
-        if (h->cur[c] == r)
-            queue_sync_cur(h, c);
-        return;
-    }
-    h->cur[c] = pg;
+    bool stays = page_used(pg) > 1 && !pg->in_full; /* then no queue move */
+    page_take_back(h, pg, b);
+    if (stays)
+        h->cur[c] = pg; /* LIFO: as the list would */
+    else if (h->cur[c] == r)
+        queue_sync_cur(h, c);
 }
 
 /* A malloc slow path of class c: a draining class gets its room back. */
@@ -547,14 +544,13 @@ static void recent_return_all(heap_tcache *h)
 {
     for (unsigned c = 1; c < HEAP_BITMAP_CLS; c++) {
         heap_page *r = &h->recent[c];
-        if (!r->free)
-            continue;
-        recent_cut(h, r, 0);
-        if (h->cur[c] == r)
-            queue_sync_cur(h, c);
-    }
-    for (unsigned c = 1; c < HEAP_BITMAP_CLS; c++)
+        if (r->free) {
+            recent_cut(h, r, 0);
+            if (h->cur[c] == r)
+                queue_sync_cur(h, c);
+        }
         recent_refill(h, c);
+    }
 }
 
 /* Puts the stashed blocks back in their bitmaps. */
