@@ -23,15 +23,6 @@ typedef struct hdr {
     uint64_t size, seed;
 } hdr;
 
-static inline uint64_t rnd(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
 static inline unsigned char pat(uint64_t seed, size_t i)
 {
     return (unsigned char)((seed >> (i % 7)) + i * 31);
@@ -39,14 +30,14 @@ static inline unsigned char pat(uint64_t seed, size_t i)
 
 static size_t pick_size(uint64_t *s)
 {
-    uint64_t r = rnd(s) % 1000;
+    uint64_t r = test_rnd(s) % 1000;
     if (r < 700)
-        return 16 + rnd(s) % 512;
+        return 16 + test_rnd(s) % 512;
     if (r < 950)
-        return 16 + rnd(s) % 16384;
+        return 16 + test_rnd(s) % 16384;
     if (r < 998)
-        return 16 + rnd(s) % 400000;
-    return (2u << 20) + rnd(s) % (3u << 20);
+        return 16 + test_rnd(s) % 400000;
+    return (2u << 20) + test_rnd(s) % (3u << 20);
 }
 
 /* Allocates a block of n bytes in one of the API's ways and fills it. */
@@ -54,7 +45,7 @@ static hdr *make(uint64_t *s, size_t n)
 {
     hdr *h;
     size_t align = 16;
-    switch (rnd(s) % 8) {
+    switch (test_rnd(s) % 8) {
     case 0:
         h = mote_calloc(1, n);
         CHECK(h != NULL);
@@ -62,7 +53,7 @@ static hdr *make(uint64_t *s, size_t n)
             CHECK_EQ(((unsigned char *)h)[i], 0);
         break;
     case 1:
-        align = (size_t)16 << (rnd(s) % 9);
+        align = (size_t)16 << (test_rnd(s) % 9);
         h = mote_aligned_alloc(align, n);
         break;
     case 2: h = mote_realloc(NULL, n); break;
@@ -72,7 +63,7 @@ static hdr *make(uint64_t *s, size_t n)
     CHECK_EQ((uintptr_t)h % align, 0);
     CHECK(mote_usable_size(h) >= n);
     h->size = n;
-    h->seed = rnd(s);
+    h->seed = test_rnd(s);
     unsigned char *b = (unsigned char *)h;
     if (n <= 65536) {
         for (size_t i = sizeof(hdr); i < n; i++)
@@ -106,7 +97,7 @@ static void verify(const hdr *h)
 /* Sometimes grows or shrinks a live block with realloc, keeping the model. */
 static hdr *maybe_realloc(uint64_t *s, hdr *h)
 {
-    if (rnd(s) % 8)
+    if (test_rnd(s) % 8)
         return h;
     verify(h);
     size_t old = h->size, n = pick_size(s);
@@ -168,7 +159,7 @@ TEST(single_thread_blocks_keep_their_contents)
     uint64_t s = 88172645463325252ULL;
     long ops = TEST_SCALE(300000, 10);
     for (long i = 0; i < ops; i++) {
-        size_t k = rnd(&s) % SLOTS;
+        size_t k = test_rnd(&s) % SLOTS;
         if (live[k]) {
             live[k] = maybe_realloc(&s, live[k]);
             verify(live[k]);
@@ -201,16 +192,16 @@ static void *worker(void *arg)
     hdr *live[TSLOTS] = {0};
     long ops = TEST_SCALE(200000, 20);
     for (long i = 0; i < ops; i++) {
-        uint64_t r = rnd(&s) % 10;
-        size_t k = rnd(&s) % TSLOTS;
+        uint64_t r = test_rnd(&s) % 10;
+        size_t k = test_rnd(&s) % TSLOTS;
         if (r < 4) { /* trade a block: give ours, take another thread's */
             hdr *mine = live[k] ? live[k] : make(&s, pick_size(&s) % 4096 + 16);
             live[k] = NULL;
-            hdr *theirs = atomic_exchange_explicit(&xchg[rnd(&s) % XCHG], mine,
+            hdr *theirs = atomic_exchange_explicit(&xchg[test_rnd(&s) % XCHG], mine,
                                                    memory_order_acq_rel);
             if (theirs) {
                 verify(theirs);
-                if (rnd(&s) & 1)
+                if (test_rnd(&s) & 1)
                     mote_free(theirs); /* cross-thread free */
                 else if (!live[k])
                     live[k] = theirs; /* keep it: freed later, maybe here */

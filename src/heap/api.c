@@ -356,9 +356,7 @@ HEAP_INLINE void heap_free_inline(void *p)
             mote__tcache_recent_full(h, pg, b);
             return;
         }
-        b->next = r->free;
-        r->free = b;
-        page_used_add(r, -1);
+        list_page_push(r, b);
         h->cur[pg->cls] = r;
         return;
     }
@@ -372,10 +370,8 @@ HEAP_INLINE void heap_free_inline(void *p)
             if (HEAP_UNLIKELY(((off * pg->div_magic) >> 40) * pg->bsize != off ||
                               !page_carved(pg, off) || b->cookie == (u ^ mote__heap_key)))
                 mote__heap_invalid_free(p, "free");
-            b->next = f->free;
             b->cookie = u ^ mote__heap_key;
-            f->free = b;
-            page_used_add(f, -1);
+            list_page_push(f, b);
             h->cur[pg->cls] = f;
             return;
         }

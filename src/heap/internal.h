@@ -362,6 +362,15 @@ static inline uint32_t page_used_add(heap_page *pg, int32_t d)
     return v;
 }
 
+/* Block b onto list descriptor l (a foreign or recent list, or a stash:
+ * `used` is its room, which the caller has seen is not 0). */
+static inline void list_page_push(heap_page *l, heap_block *b)
+{
+    b->next = l->free;
+    l->free = b;
+    page_used_add(l, -1);
+}
+
 /* ---- globals ---- */
 /* Atomic bytes: a unit is unmapped by one thread and mapped again by
  * another, with only the kernel in between. */
@@ -511,7 +520,8 @@ void mote__tcache_page_freed(heap_tcache *h, heap_page *pg);
 void mote__tcache_free_bitmap(heap_page *pg, void *p);
 /* A thread frees b (cookie set) of pg, whose owner is another cache. */
 void mote__tcache_free_remote(heap_page *pg, heap_block *b);
-/* Blocks in h's foreign list or stash of class cls (any thread: stats). */
+/* Blocks in h's foreign and recent lists or stash of class cls (any
+ * thread: stats). */
 uint32_t mote__tcache_listed_count(const heap_tcache *h, unsigned cls);
 /* h frees its block b (cookie set) of small page pg, and the class's recent
  * list has no room: see HEAP_PAGE_RECENT. */

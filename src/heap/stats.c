@@ -32,8 +32,8 @@ static void stats_take(stats_snap *s)
 {
     memset(s, 0, sizeof *s);
     mote__arena_small_usage(&s->u);
-    /* A block in a foreign list or a stash is free, though its page
-     * counts it. */
+    /* A block in a foreign or recent list or a stash is free, though its
+     * page counts it. */
     for (heap_tcache *h = mote__tcache_all(); h; h = h->all_next) {
         s->caches++;
         for (unsigned c = 1; c < HEAP_NCLS; c++) {

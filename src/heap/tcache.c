@@ -509,9 +509,7 @@ void mote__tcache_recent_full(heap_tcache *h, heap_page *pg, heap_block *b)
             recent_cut(h, r, r->reserved / 2);
             r->dirty = 1;
             r->allocs = h->slow_ticks;
-            b->next = r->free;
-            r->free = b;
-            page_used_add(r, -1);
+            list_page_push(r, b);
             h->cur[c] = r;
             return;
         }
@@ -882,9 +880,7 @@ void mote__tcache_free_bitmap(heap_page *pg, void *p)
         b->cookie = ck; /* so a later free on another thread is caught there */
         heap_page *s = &h->stash[pg->cls - HEAP_BITMAP_CLS];
         if (owner == h && page_used(s) != 0) {
-            b->next = s->free;
-            s->free = b;
-            page_used_add(s, -1);
+            list_page_push(s, b);
             return;
         }
         list to_free = {0};
