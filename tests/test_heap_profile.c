@@ -32,13 +32,37 @@
 
 static char self[PATH_MAX], dir[256];
 
+static pid_t dir_owner;
+
+/* The work directory is flat (profiles, a FIFO, a compiled program).  It
+ * goes at a normal exit; a failed CHECK aborts and leaves it to be read. */
+static void remove_dir(void)
+{
+    if (getpid() != dir_owner)
+        return;
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
+    rmdir(dir);
+}
+
 static void find_self(void)
 {
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     CHECK(n > 0);
     self[n] = 0;
-    snprintf(dir, sizeof dir, "/tmp/mote-prof-test.%d", (int)getpid());
-    mkdir(dir, 0700);
+    if (dir[0])
+        return;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/mote-prof-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    CHECK(mkdtemp(dir) != NULL);
+    dir_owner = getpid();
+    atexit(remove_dir);
 }
 
 static int have_go(void) { return system("go version >/dev/null 2>&1") == 0; }

@@ -683,7 +683,11 @@ def mode_story(tool, fat, fixed, hints):
     # The runtime's side: measured depth and resident stack memory drop too.
     # Resident is read while the handlers are parked, before their 20 ms
     # trim: a loaded machine may trim some first, so it gets three tries.
-    work = tempfile.mkdtemp(prefix="story")
+    with tempfile.TemporaryDirectory(prefix="mote-story") as work:
+        return story_runs(tool, fat, fixed, hints, work)
+
+
+def story_runs(tool, fat, fixed, hints, work):
     for attempt in range(3):
         got = {}
         for name, exe in (("fat", fat), ("fixed", fixed)):
