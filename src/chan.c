@@ -226,7 +226,9 @@ int mote_chan_close(mote_chan *c)
         spin_unlock(&c->lock);
         return MOTE_ECLOSED;
     }
-    STORE(&c->closed, 1, RELAXED);
+    /* release: a poll that sees it without the lock (chan_poll_unlocked)
+     * also sees what the closer wrote before the close, as Go promises */
+    STORE(&c->closed, 1, RELEASE);
     waiter *list = NULL;
     chan_claim_all(c, &c->recvq, &list);
     chan_claim_all(c, &c->sendq, &list);
