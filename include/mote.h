@@ -186,7 +186,8 @@ typedef struct mote_case {
  * ready ones, waiting up to timeout_ns for one (< 0: forever; with no
  * non-NULL case that blocks forever).  The case's index; -EAGAIN (timeout 0,
  * none ready); -ETIMEDOUT; -EINVAL (cases NULL with n > 0, n > 65536, a bad
- * op, an invalid channel, a send with elem NULL); -EPERM (timeout != 0
+ * op, an invalid channel, a send with elem NULL on a channel whose
+ * elements have a size: a signal-only one needs none); -EPERM (timeout != 0
  * outside a task); -ENOMEM (no memory for the records of > 8 cases or for
  * the timer). */
 MOTE_API int mote_select(mote_case *cases, size_t n, int64_t timeout_ns);
