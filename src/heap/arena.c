@@ -731,7 +731,7 @@ static heap_segment *huge_remap(heap_segment *seg, size_t total, bool in_map)
         mote__os_release((uint8_t *)seg + total, old - total);
         base = (uint8_t *)seg;
     } else {
-        base = mote__os_remap(seg, old, total, NULL);
+        base = mote__os_remap(seg, old, total);
     }
     if (!base && total > old) { /* no room after it: move it to a new unit */
         uint8_t *dst = mote__os_map_aligned(total, HEAP_SEG_SIZE, false);

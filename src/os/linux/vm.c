@@ -79,10 +79,9 @@ void *mote__os_map_aligned(size_t size, size_t align, bool noreserve)
     return a;
 }
 
-void *mote__os_remap(void *p, size_t len, size_t new_len, void *dst)
+void *mote__os_remap(void *p, size_t len, size_t new_len)
 {
-    void *r = dst ? mremap(p, len, new_len, MREMAP_MAYMOVE | MREMAP_FIXED, dst)
-                  : mremap(p, len, new_len, 0);
+    void *r = mremap(p, len, new_len, 0);
     return r == MAP_FAILED ? NULL : r;
 }
 
