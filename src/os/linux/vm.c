@@ -79,21 +79,11 @@ void *mote__os_map_aligned(size_t size, size_t align, bool noreserve)
     return a;
 }
 
-void *mote__os_remap(void *p, size_t len, size_t new_len)
+void *mote__os_remap(void *p, size_t len, size_t new_len, void *dst)
 {
-    void *r = mremap(p, len, new_len, 0);
+    void *r = dst ? mremap(p, len, new_len, MREMAP_MAYMOVE | MREMAP_FIXED, dst)
+                  : mremap(p, len, new_len, 0);
     return r == MAP_FAILED ? NULL : r;
-}
-
-int mote__os_move(void *p, size_t len, void *dst)
-{
-    if (mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst) != MAP_FAILED)
-        return 0;
-    /* Kernels before 6.17 move one VMA at a time, and may unmap dst before
-     * they find that out: dst is mapped afresh either way. */
-    void *r = mmap(dst, len, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-    return r == dst ? 1 : -1;
 }
 
 int mote__os_residency(const void *p, size_t len, unsigned char *vec)
