@@ -384,6 +384,13 @@ static inline uint64_t test_metric(const char *name)
         }                                                                           \
     } while (0)
 
+/* Waits until at least n tasks (besides the caller) are blocked: they have
+ * published their wait records, so what follows meets them blocked. */
+static inline void test_wait_blocked(uint64_t n)
+{
+    WAIT_UNTIL(test_metric("/tasks/blocked:tasks") >= n, 60);
+}
+
 /* Calls mote_run(fn, arg) with var set to val (NULL: unset) and puts var
  * back as it was afterwards, so cases stay independent of their order. */
 static inline int test_run_env(const char *var, const char *val, mote_fn fn, void *arg)

@@ -17,13 +17,6 @@
 
 TEST_SETUP { setenv("MOTE_WORKERS", "2", 0); }
 
-/* Parks until n tasks besides the caller are blocked: they have published
- * their wait records, so what follows meets them blocked. */
-static void wait_blocked(uint64_t n)
-{
-    WAIT_UNTIL(test_metric("/tasks/blocked:tasks") >= n, 60);
-}
-
 /* Before any runtime: every call that may block is refused, whether or not
  * it would block, and leaves the channel as it was; try ops work. */
 TEST(blocking_ops_outside_a_run_return_eperm)
@@ -248,7 +241,7 @@ TEST_TASK(close_wakes_blocked_receivers)
     CHECK_EQ(mote_wg_add(&x.wg, 5), 0);
     for (int i = 0; i < 5; i++)
         CHECK_EQ(mote_go(blocked_receiver, &x), 0);
-    wait_blocked(5);
+    test_wait_blocked(5);
     CHECK_EQ(x.result, 0);
     CHECK_EQ(mote_chan_close(x.c), 0);
     CHECK_EQ(mote_wg_wait(&x.wg), 0);
@@ -266,7 +259,7 @@ TEST_TASK(close_wakes_blocked_senders)
         CHECK_EQ(mote_wg_add(&y.wg, 4), 0);
         for (int i = 0; i < 4; i++)
             CHECK_EQ(mote_go(blocked_sender, &y), 0);
-        wait_blocked(4);
+        test_wait_blocked(4);
         CHECK_EQ(y.result, 0);
         CHECK_EQ(mote_chan_close(y.c), 0);
         CHECK_EQ(mote_wg_wait(&y.wg), 0);
@@ -392,7 +385,7 @@ TEST_TASK(free_returns_ebusy_while_a_task_is_blocked)
     busy_ctx x = {mote_chan_make(sizeof(int), 0), MOTE_WG_INIT, 0};
     CHECK_EQ(mote_wg_add(&x.done, 1), 0);
     CHECK_EQ(mote_go(busy_receiver, &x), 0);
-    wait_blocked(1);
+    test_wait_blocked(1);
     CHECK_EQ(mote_chan_free(x.c), -EBUSY);
     CHECK_EQ(mote_chan_trysend(x.c, &(int){17}), 0); /* live: the receiver takes it */
     CHECK_EQ(mote_wg_wait(&x.done), 0);
@@ -400,7 +393,7 @@ TEST_TASK(free_returns_ebusy_while_a_task_is_blocked)
 
     CHECK_EQ(mote_wg_add(&x.done, 1), 0);
     CHECK_EQ(mote_go(busy_sender, &x), 0);
-    wait_blocked(1);
+    test_wait_blocked(1);
     CHECK_EQ(mote_chan_free(x.c), -EBUSY);
     int v = 0;
     CHECK_EQ(mote_chan_recv(x.c, &v), 0);

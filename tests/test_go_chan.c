@@ -49,12 +49,6 @@ static mote_chan *chan(size_t elem_size, size_t cap)
     return c;
 }
 
-/* Parks until at least n tasks besides the caller are blocked. */
-static void wait_blocked(uint64_t n)
-{
-    WAIT_UNTIL(test_metric("/tasks/blocked:tasks") >= n, 60);
-}
-
 /* A select of one case: its result, or the select's error. */
 static int select1(mote_chan *c, int op, void *elem, int64_t timeout_ns)
 {
@@ -333,7 +327,7 @@ TEST_TASK(a_chain_of_ten_thousand_tasks_hands_a_value_end_to_end)
         links[i] = (relay){ch[i], ch[i + 1], &wg};
         CHECK_EQ(mote_go(relay_task, &links[i]), 0);
     }
-    wait_blocked((uint64_t)n); /* every link parked on its right-hand channel */
+    test_wait_blocked((uint64_t)n); /* every link parked on its right-hand channel */
     CHECK_EQ(mote_chan_len(ch[0]), 0);
     links[n] = (relay){NULL, ch[n], &wg};
     CHECK_EQ(mote_go(relay_feed, &links[n]), 0);
@@ -770,7 +764,7 @@ static void bk_main(void *arg)
     (void)arg;
     for (int k = 0; k < BK_N; k++)
         CHECK_EQ(mote_go(bk_task, &bk[k]), 0);
-    wait_blocked(BK_N);
+    test_wait_blocked(BK_N);
     int64_t t0 = mote_now();
     CHECK_EQ(mote_sleep(50 * MS), 0);
     CHECK(mote_now() - t0 >= 50 * MS);
@@ -841,7 +835,7 @@ typedef struct later_send {
 static void later_send_task(void *arg)
 {
     later_send *l = arg;
-    wait_blocked(1); /* the select waits */
+    test_wait_blocked(1); /* the select waits */
     CHECK_EQ(mote_chan_send(l->c, &l->value), 0);
     CHECK_EQ(mote_wg_done(&l->done), 0);
 }
@@ -925,13 +919,13 @@ TEST_TASK(a_select_that_lost_on_a_channel_leaves_its_queue_working)
         CHECK_EQ(mote_wg_add(&x.wg, before + after + 2), 0);
         for (int i = 0; i < before; i++) {
             CHECK_EQ(mote_go(s6_receiver, &x), 0);
-            wait_blocked((uint64_t)i + 1);
+            test_wait_blocked((uint64_t)i + 1);
         }
         CHECK_EQ(mote_go(s6_selector, &x), 0);
-        wait_blocked((uint64_t)before + 1);
+        test_wait_blocked((uint64_t)before + 1);
         for (int i = 0; i < after; i++) {
             CHECK_EQ(mote_go(s6_receiver, &x), 0);
-            wait_blocked((uint64_t)before + 2 + i);
+            test_wait_blocked((uint64_t)before + 2 + i);
         }
         CHECK_EQ(mote_go(s6_sender, &x), 0);
         bool t = false;
@@ -980,7 +974,7 @@ static void s7_receiver(void *arg)
 {
     s7_ctx *x = arg;
     if (x->sender_first)
-        wait_blocked(1);
+        test_wait_blocked(1);
     CHECK_EQ(form_op(x->form, x->c, MOTE_RECV, NULL), 0);
     CHECK_EQ(mote_wg_done(&x->done), 0);
 }
@@ -996,7 +990,7 @@ TEST_TASK(a_discarded_value_passes_between_every_send_and_receive_form)
                     CHECK_EQ(mote_wg_add(&x.done, 1), 0);
                     CHECK_EQ(mote_go(s7_receiver, &x), 0);
                     if (!order)
-                        wait_blocked(1);
+                        test_wait_blocked(1);
                     int one = 1;
                     CHECK_EQ(form_op(sf, x.c, MOTE_SEND, &one), 0);
                     CHECK_EQ(mote_wg_wait(&x.done), 0);

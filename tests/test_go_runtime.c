@@ -52,9 +52,6 @@ TEST_SETUP { setenv("MOTE_WORKERS", "2", 0); }
 
 static uint64_t blocked(void) { return test_metric("/tasks/blocked:tasks"); }
 
-/* Parks until at least n tasks besides the caller are parked. */
-static void wait_blocked(uint64_t n) { WAIT_UNTIL(blocked() >= n, 60); }
-
 static mote_chan *mk(size_t elem_size, size_t cap)
 {
     mote_chan *c = mote_chan_make(elem_size, cap);
@@ -108,7 +105,7 @@ TEST_TASK(receive_from_an_empty_channel_blocks_at_every_capacity)
         CHECK_EQ(mote_wg_add(&p.wg, 2), 0);
         go(recv_keep, &p);
         go(recv_drop, &p);
-        wait_blocked(2);
+        test_wait_blocked(2);
         mote_sleep(1 * MS);
         CHECK(!load(&p.done[0]) && !load(&p.done[1]));
         int v = -1;
@@ -156,7 +153,7 @@ TEST_TASK(send_to_a_full_channel_blocks_at_every_capacity)
             CHECK_EQ(mote_chan_send(x.c, &i), 0);
         CHECK_EQ(mote_wg_add(&x.wg, 1), 0);
         go(send_late, &x);
-        wait_blocked(1);
+        test_wait_blocked(1);
         mote_sleep(1 * MS);
         CHECK(!load(&x.sent));
         int no = -1;
@@ -222,7 +219,7 @@ TEST_TASK(a_closed_channel_yields_its_buffer_then_zeros_at_every_capacity)
         probe p = {mk(sizeof(long), cap), MOTE_WG_INIT, {0, 0}, 0};
         CHECK_EQ(mote_wg_add(&p.wg, 1), 0);
         go(recv_expect_closed, &p);
-        wait_blocked(1);
+        test_wait_blocked(1);
         CHECK(!load(&p.done[0]));
         CHECK_EQ(mote_chan_close(p.c), 0);
         CHECK_EQ(mote_wg_wait(&p.wg), 0);
@@ -1080,15 +1077,15 @@ TEST_TASK(a_select_queued_twice_on_a_channel_leaves_it_clean_for_the_next_task)
                     MOTE_WG_INIT};
         CHECK_EQ(mote_wg_add(&x.wg, 2), 0);
         go(dup_a, &x);
-        wait_blocked(1); /* A is queued on c first */
+        test_wait_blocked(1); /* A is queued on c first */
         go(dup_b, &x);
-        wait_blocked(2); /* then B */
+        test_wait_blocked(2); /* then B */
         CHECK_EQ(mote_chan_send(x.d, &(int){7}), 0);
         int e = 0;
         CHECK_EQ(mote_chan_recv(x.e, &e), 0);
         CHECK_EQ(e, 9);
         CHECK_EQ(x.chosen, 2);
-        wait_blocked(2); /* A on fin (its only wait), B still on c */
+        test_wait_blocked(2); /* A on fin (its only wait), B still on c */
         if (x.op == MOTE_RECV) {
             CHECK_EQ(mote_chan_send(x.c, &(int){8}), 0);
         } else {
@@ -1130,7 +1127,7 @@ static void twice_main(void *arg)
         twice_ch = mk(sizeof(long), 0);
         int r = -1;
         go(twice_selector, &r);
-        wait_blocked(1);
+        test_wait_blocked(1);
         CHECK_EQ(mote_chan_close(twice_ch), 0);
         CHECK_EQ(mote_chan_free(twice_ch), 0); /* the select still holds it */
         for (int i = 0; i < 64; i++) {         /* blocks of a channel's size, reused */
@@ -1430,7 +1427,7 @@ TEST_TASK(a_send_and_its_receive_order_the_memory_around_them)
             CHECK_EQ(mote_wg_add(&x.wg, 1), 0);
             go(mm_blocked_sender, &x);
             if (i % 8 == 0)
-                wait_blocked(1); /* most rounds leave it to chance */
+                test_wait_blocked(1); /* most rounds leave it to chance */
             CHECK_EQ(mote_chan_recv(x.c, &p), 0);
             CHECK(p == NULL);
             if (sel) {
@@ -1666,7 +1663,7 @@ TEST_TASK(a_wait_group_reused_as_a_barrier_releases_nobody_early)
         for (int i = 0; i < N; i++)
             go(barrier_task, &b);
         CHECK_EQ(mote_wg_wait(&b.wg1), 0);
-        wait_blocked(N); /* every task waits on wg2 */
+        test_wait_blocked(N); /* every task waits on wg2 */
         for (int i = 0; i < N; i++) {
             if (i == N - 1) { /* give an early release time to show */
                 mote_sleep(1 * MS);
@@ -1792,12 +1789,12 @@ TEST_TASK(waiters_released_at_zero_return_though_the_count_rises_again_at_once)
         CHECK_EQ(mote_wg_add(&g.fin, N + 1), 0);
         for (int i = 0; i < N; i++)
             go(wg_gen_waiter, &g);
-        wait_blocked(N);
+        test_wait_blocked(N);
         CHECK_EQ(mote_wg_done(&g.wg), 0);
         CHECK_EQ(mote_wg_add(&g.wg, 1), 0); /* before any waiter ran */
         WAIT_UNTIL(load(&g.released) == N, 60);
         go(wg_gen_waiter, &g);
-        wait_blocked(1);
+        test_wait_blocked(1);
         mote_sleep(1 * MS);
         CHECK_EQ(load(&g.released), N);
         CHECK_EQ(mote_wg_done(&g.wg), 0);
