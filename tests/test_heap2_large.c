@@ -97,13 +97,24 @@ TEST(a_bigger_cached_block_serves_a_smaller_request)
     touch(p, 40 << 20, 1);
     mote_free(p);
     uint64_t mapped = arena().mapped;
-    char *q = mote_malloc(5 << 20); /* takes it, gives back what is past 2x */
+    /* takes it; what lies a segment past the request stays cached, a
+     * mapping of its own, and serves the next request warm */
+    char *q = mote_malloc(5 << 20);
     CHECK(q == p);
     CHECK(mote_usable_size(q) >= (5u << 20));
-    CHECK(mote_usable_size(q) <= (10u << 20));
-    CHECK(arena().mapped <= mapped - (29u << 20));
+    CHECK(mote_usable_size(q) < (5u << 20) + HEAP_SEG_SIZE);
+    char *r = mote_malloc(30 << 20);
+    CHECK(r > q + mote_usable_size(q) && r + (30 << 20) <= p + (40 << 20));
+    CHECK_EQ(arena().mapped, mapped);
     touch(q, 5 << 20, 2);
+    touch(r, 30 << 20, 2);
+    /* freed, the pieces join again: they serve a block as big as the first */
     mote_free(q);
+    mote_free(r);
+    char *w = mote_malloc(39 << 20);
+    CHECK(w == p);
+    CHECK_EQ(arena().mapped, mapped);
+    mote_free(w);
     /* a freed large block's slices serve a smaller one, only what it needs */
     mote_mem_release();
     p = mote_malloc(2 << 20);
@@ -541,6 +552,39 @@ TEST(a_huge_block_grows_and_shrinks_in_place_or_by_moving_its_pages)
     CHECK(p != NULL);
     CHECK(pages_hold(p, 0, 5 << 20, 7));
     mote_free(p);
+}
+
+/* A block split from a cached one has its neighbour (cached, or in use)
+ * right after it: it grows by moving its pages, bytes and all, and shrinks
+ * by giving back its tail; its neighbour is untouched. */
+TEST(a_block_split_from_a_cached_one_grows_past_its_neighbour)
+{
+    mote_mem_release();
+    unsigned char *p = mote_malloc(40 << 20);
+    CHECK(p != NULL);
+    mote_free(p);
+    unsigned char *q = mote_malloc(5 << 20);
+    unsigned char *r = mote_malloc(30 << 20); /* the rest, right after q */
+    CHECK(q == p && r > q);
+    fill_pages(q, 0, 5 << 20, 3);
+    fill_pages(r, 0, 30 << 20, 4);
+    unsigned char *g = mote_realloc(q, 12 << 20);
+    CHECK(g != NULL && g != r);
+    CHECK(pages_hold(g, 0, 5 << 20, 3));
+    CHECK(pages_hold(r, 0, 30 << 20, 4));
+    fill_pages(g, 5 << 20, 12 << 20, 5);
+    g = mote_realloc(g, 2 << 20);
+    CHECK(g != NULL);
+    CHECK(pages_hold(g, 0, 2 << 20, 3));
+    mote_free(r); /* cached; then a block grows into it from below */
+    q = mote_malloc(3 << 20);
+    CHECK(q != NULL);
+    fill_pages(q, 0, 3 << 20, 6);
+    q = mote_realloc(q, 24 << 20);
+    CHECK(q != NULL);
+    CHECK(pages_hold(q, 0, 3 << 20, 6));
+    mote_free(q);
+    mote_free(g);
 }
 
 static void free_the_old_address(void *arg)

@@ -41,7 +41,15 @@
  *     their free neighbours and serve any page; cached whole, they served
  *     only requests they held and their bytes pushed huge mappings out of
  *     the cache (bench/malloc/churn, 32 threads: 120-200 MiB unmapped and
- *     mapped afresh per run).
+ *     mapped afresh per run);
+ *   - a cached mapping is split at a segment boundary when a hit needs less
+ *     than it holds (cache_take_huge), and joins the cached mappings right
+ *     below and above it when freed (cache_put): no two cached mappings
+ *     touch.  So a mapping may span several VMAs (joined ones the kernel
+ *     placed side by side) or share one with its neighbour, which mremap
+ *     cannot resize: it shrinks by an munmap of its tail, grows in place
+ *     only where the address space after it is free, and otherwise moves
+ *     whole into a new mapping (huge_remap).
  * Counters are atomics so metrics can read them without the lock.
  */
 #include <errno.h>
@@ -481,7 +489,9 @@ static void cache_evict(heap_page *pg, cache_drop *d)
 }
 
 /* Lock held.  Puts freed pg (used already 0) in the cache, evicting the
- * oldest entries to stay in bounds; false if it should not be cached. */
+ * oldest entries to stay in bounds; false if it should not be cached.  A
+ * cached mapping right below or above it joins it (no two cached mappings
+ * touch): the pieces cache_take_huge split come back together. */
 static bool cache_put(heap_page *pg, cache_drop *d)
 {
     uint64_t b = cache_entry_bytes(pg);
@@ -492,6 +502,25 @@ static bool cache_put(heap_page *pg, cache_drop *d)
     uint64_t limit = LOAD(&arena_limit, RELAXED);
     if (b > allow || (limit && committed > limit - limit / 4))
         return false;
+    heap_segment *seg = heap_segment_of(pg);
+    for (list_node *n = arena_cache.head, *next; n; n = next) {
+        next = n->next;
+        heap_page *q = cache_entry(n);
+        heap_segment *qs = heap_segment_of(q);
+        if (qs->map_base == seg->map_base + seg->map_size) {
+            cache_unlink(q);
+            seg->map_size += qs->map_size;
+            qs->magic = 0;
+        } else if (qs->map_base + qs->map_size == seg->map_base) {
+            cache_unlink(q);
+            qs->map_size += seg->map_size;
+            seg->magic = 0;
+            seg = qs;
+            pg = q;
+        }
+    }
+    pg->usable = (size_t)(seg->map_base + seg->map_size - pg->first);
+    b = cache_entry_bytes(pg);
     heap_page *old;
     while ((cache_count >= CACHE_MAX || LOAD(&st_cache_bytes, RELAXED) + b > allow) &&
            (old = cache_entry(arena_cache.tail)))
@@ -505,9 +534,35 @@ static bool cache_put(heap_page *pg, cache_drop *d)
     return true;
 }
 
+/* A huge mapping's header at base (segment-aligned), its block hdr bytes
+ * above: set up afresh over whatever bytes were there. */
+static heap_segment *huge_header(uint8_t *base, size_t map_size, size_t hdr)
+{
+    heap_segment *seg = (heap_segment *)base;
+    memset(seg, 0, sizeof *seg);
+    seg->magic = HEAP_SEG_MAGIC;
+    seg->kind = HEAP_SEG_HUGE;
+    seg->map_size = map_size;
+    seg->map_base = base;
+    heap_page *pg = &seg->pages[0];
+    pg->kind = HEAP_PAGE_HUGE;
+    pg->start = base;
+    pg->first = base + hdr;
+    pg->usable = map_size - hdr;
+    return seg;
+}
+
 /* Lock held.  The smallest cached huge mapping whose block is aligned to a
- * and holds size bytes; *trim gets the bytes at its end to unmap (past
- * twice size).  NULL if none. */
+ * and holds size bytes, or NULL.  What lies a segment or more past the
+ * request (segments from its start) is split off and stays cached as a
+ * mapping of its own: kept whole, a cached 1 GiB block would pin its pages
+ * under a 3 MiB one; unmapped past twice the request, blocks of random
+ * sizes shrank at each hit and faulted again at each miss (and each munmap
+ * costs, on a VM that shadows page tables, the first touch of the pages
+ * it flushed: mimalloc-bench's malloc-large pattern took 2.2x tcmalloc's
+ * time).  The split costs no system call; cache_put joins the pieces again.
+ * Under a memory limit the slack would count against it: *trim then gets
+ * the bytes past the request, to unmap. */
 static heap_segment *cache_take_huge(size_t size, uintptr_t a, size_t *trim)
 {
     heap_page *best = NULL;
@@ -523,15 +578,24 @@ static heap_segment *cache_take_huge(size_t size, uintptr_t a, size_t *trim)
         return NULL;
     cache_unlink(best);
     heap_segment *seg = heap_segment_of(best);
-    /* What lies past twice the request goes back: kept whole, a cached
-     * 1 GiB block would pin its pages under a 3 MiB one; cut to the
-     * request, blocks of varying sizes shrank at each hit and faulted
-     * again at each miss (2x glibc's time; 0.8x with this and growth on a
-     * miss, cache_take_huge_smaller).  Under a memory limit the slack
-     * would count against it: cut to the request then. */
     size_t keep = (size + HEAP_OS_PAGE - 1) & ~(HEAP_OS_PAGE - 1);
-    if (!LOAD(&arena_limit, RELAXED))
-        keep *= 2;
+    if (!LOAD(&arena_limit, RELAXED)) {
+        size_t hdr = (size_t)(best->first - seg->map_base);
+        size_t end = (hdr + keep + HEAP_SEG_SIZE - 1) & ~(HEAP_SEG_SIZE - 1);
+        if (end + HEAP_SEG_SIZE <= seg->map_size) {
+            heap_segment *rest = huge_header(seg->map_base + end, seg->map_size - end,
+                                             (sizeof(heap_segment) + HEAP_OS_PAGE - 1) &
+                                                 ~(HEAP_OS_PAGE - 1));
+            seg->map_size = end;
+            best->usable = end - hdr;
+            uint32_t now = mote__os_coarse_ms();
+            rest->pages[0].cached_ms = now ? now : 1;
+            list_push_front(&arena_cache, &rest->pages[0].qlink);
+            COUNT(&cache_count, 1);
+            FETCH_ADD(&st_cache_bytes, rest->map_size, RELAXED);
+        }
+        return seg;
+    }
     if (best->usable > keep) {
         *trim = best->usable - keep;
         best->usable = keep;
@@ -661,7 +725,14 @@ static heap_segment *huge_remap(heap_segment *seg, size_t total, bool in_map)
     size_t hdr = (size_t)(pg->first - (uint8_t *)seg), old = seg->map_size;
     uintptr_t k = hdr >> HEAP_SEG_SHIFT; /* the header's units below the block */
     uintptr_t unit = ((uintptr_t)seg >> HEAP_SEG_SHIFT) + k;
-    uint8_t *base = mote__os_remap(seg, old, total, NULL);
+    uint8_t *base;
+    if (total < old) { /* (a mapping of joined pieces may span VMAs, which
+                          mremap does not resize) */
+        mote__os_release((uint8_t *)seg + total, old - total);
+        base = (uint8_t *)seg;
+    } else {
+        base = mote__os_remap(seg, old, total);
+    }
     if (!base && total > old) { /* no room after it: move it to a new unit */
         uint8_t *dst = mote__os_map_aligned(total, HEAP_SEG_SIZE, false);
         if (dst) {
@@ -669,7 +740,10 @@ static heap_segment *huge_remap(heap_segment *seg, size_t total, bool in_map)
              * thread may map that address at once and enter it */
             if (in_map)
                 heap_segmap_set(unit, 0);
-            if (!(base = mote__os_remap(seg, old, total, dst))) {
+            /* into dst's start: the rest of it stays fresh */
+            if (mote__os_move(seg, old, dst) == 0) {
+                base = dst;
+            } else {
                 if (in_map)
                     heap_segmap_set(unit, (uint8_t)(2 + k));
                 mote__os_release(dst, total);

@@ -34,12 +34,16 @@ int mote__os_renew(void *p, size_t len, const char *name);
 /* size bytes aligned to align (a power of two), read/write, committed on
  * touch; noreserve adds MAP_NORESERVE.  NULL on failure. */
 void *mote__os_map_aligned(size_t size, size_t align, bool noreserve);
-/* Resizes the mapping [p, p + len) to new_len bytes where it is, its pages
- * kept (a shrink always can); or, with dst (a mapping of new_len bytes the
- * caller made, which this replaces), moves them there, page tables and
- * all: no byte is copied.  The mapping's new address, or NULL (errno set;
- * the old mapping as it was, dst still the caller's). */
-void *mote__os_remap(void *p, size_t len, size_t new_len, void *dst);
+/* Resizes the mapping [p, p + len) (one VMA) to new_len bytes where it
+ * is, its pages kept.  p, or NULL (errno set; the mapping as it was). */
+void *mote__os_remap(void *p, size_t len, size_t new_len);
+/* Moves the pages of [p, p + len) (one VMA, or several side by side on
+ * Linux >= 6.17) to dst, inside a mapping of the caller's, page tables and
+ * all: no byte is copied, nothing faults.  0: moved (p's range is
+ * unmapped); 1: not moved, p's range as it was, dst's a fresh anonymous
+ * range; -1: not moved and dst's range is unmapped (no memory to map it
+ * again). */
+int mote__os_move(void *p, size_t len, void *dst);
 /* Transparent huge pages off for [p, p+len): a huge page would turn one
  * touched byte into 2 MiB of RSS. */
 void mote__os_no_hugepages(void *p, size_t len);

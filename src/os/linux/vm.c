@@ -30,6 +30,29 @@
 #define MADV_NOHUGEPAGE 15
 #endif
 
+/* ThreadSanitizer learns of fresh ranges from mmap and munmap, not from
+ * mremap: a range a move vacated keeps its last accesses in TSan's shadow,
+ * and a mapping that then grows in place over it would be reported racing
+ * with them.  The kernel orders the two (the range is free only once the
+ * move is done); vm_vacated and vm_occupied say so to TSan.  Nothing in
+ * other builds. */
+#if defined(__SANITIZE_THREAD__)
+#define VM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define VM_TSAN 1
+#endif
+#endif
+#ifdef VM_TSAN
+#include <sanitizer/tsan_interface.h>
+static char vm_order;
+static void vm_vacated(void) { __tsan_release(&vm_order); }
+static void vm_occupied(void) { __tsan_acquire(&vm_order); }
+#else
+static void vm_vacated(void) {}
+static void vm_occupied(void) {}
+#endif
+
 /* Maps len bytes of fresh reservation, at `at` (replacing what is there)
  * when at is not NULL; named when name is not NULL. */
 static void *os_map(void *at, size_t len, const char *name)
@@ -79,11 +102,26 @@ void *mote__os_map_aligned(size_t size, size_t align, bool noreserve)
     return a;
 }
 
-void *mote__os_remap(void *p, size_t len, size_t new_len, void *dst)
+void *mote__os_remap(void *p, size_t len, size_t new_len)
 {
-    void *r = dst ? mremap(p, len, new_len, MREMAP_MAYMOVE | MREMAP_FIXED, dst)
-                  : mremap(p, len, new_len, 0);
-    return r == MAP_FAILED ? NULL : r;
+    void *r = mremap(p, len, new_len, 0);
+    if (r == MAP_FAILED)
+        return NULL;
+    if (new_len > len)
+        vm_occupied();
+    return r;
+}
+
+int mote__os_move(void *p, size_t len, void *dst)
+{
+    vm_vacated(); /* before: once moved, p's range may be taken at once */
+    if (mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst) != MAP_FAILED)
+        return 0;
+    /* Kernels before 6.17 move one VMA at a time, and may unmap dst before
+     * they find that out: dst is mapped afresh either way. */
+    void *r = mmap(dst, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    return r == dst ? 1 : -1;
 }
 
 int mote__os_residency(const void *p, size_t len, unsigned char *vec)
