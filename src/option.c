@@ -141,6 +141,18 @@ const mote__option mote__options[OPT_COUNT] = {
          .def_doc = "0",
          .doc = "`1` (or `text`) or `json`: print allocator statistics at exit",
          .expect = "0, 1, text or json"},
+    [OPT_MALLOC_HUGEPAGES] =
+        {.name = "MOTE_MALLOC_HUGEPAGES",
+         .kind = OPT_KIND_CHOICE,
+         .scope = OPT_HEAP,
+         .choices = "off,on",
+         .def = 1,
+         .def_doc = "on",
+         .doc = "`on`: blocks over 2 MiB ask for transparent huge pages, so a first "
+                "touch maps 2 MiB at once (where the kernel's THP mode is `madvise`); "
+                "`off` for programs that allocate big blocks and touch few of their "
+                "pages, which then cost up to 2 MiB of RSS per region touched",
+         .expect = "off or on"},
     [OPT_HEAPPROFILE] =
         {.name = "MOTE_HEAPPROFILE",
          .kind = OPT_KIND_PATH,

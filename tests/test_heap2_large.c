@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -288,6 +289,50 @@ TEST(a_smaller_cached_block_grows_into_a_bigger_request)
     memset(q, 1, big);
     CHECK(mote_usable_size(q) >= big);
     mote_free(q);
+}
+
+/* The VmFlags line of the mapping that holds p, from /proc/self/smaps. */
+static bool vm_flags_of(const void *p, char *flags, size_t n)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    CHECK(f != NULL);
+    char line[256];
+    bool in = false, found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        uintptr_t lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
+            strchr(line, '-') < strchr(line, ' '))
+            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        else if (in && !strncmp(line, "VmFlags:", 8)) {
+            snprintf(flags, n, "%s", line + 8);
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+TEST(huge_blocks_ask_for_huge_pages_and_segments_do_not)
+{
+    char flags[256];
+    bool was = mote__heap_cfg.hugepages;
+    mote_mem_release(); /* no cached block: these are fresh mappings */
+    mote__heap_cfg.hugepages = true;
+    char *huge = mote_malloc(6u << 20), *small = mote_malloc(100);
+    CHECK(huge != NULL && small != NULL);
+    CHECK(vm_flags_of(huge, flags, sizeof flags));
+    CHECK(strstr(flags, " hg") != NULL);
+    CHECK(vm_flags_of(small, flags, sizeof flags));
+    CHECK(strstr(flags, " hg") == NULL && strstr(flags, " nh") != NULL);
+    mote__heap_cfg.hugepages = false;     /* MOTE_MALLOC_HUGEPAGES=off */
+    char *plain = mote_malloc(40u << 20); /* bigger than any cached one */
+    CHECK(plain != NULL);
+    CHECK(vm_flags_of(plain, flags, sizeof flags));
+    CHECK(strstr(flags, " hg") == NULL);
+    mote__heap_cfg.hugepages = was;
+    mote_free(plain);
+    mote_free(huge);
+    mote_free(small);
 }
 
 TEST(cached_blocks_keep_their_alignment_promises)

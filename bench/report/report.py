@@ -1091,7 +1091,7 @@ class Report:
             son = Stat([num(d, "mops") for d in on])
             soff = Stat([num(d, "mops") for d in off])
             active = bool(written) and all(w == "1" for w in written)
-            md.append("**Heap profiler cost** — mallocbench, 2 threads, mote with `MOTE_MALLOC_PROFILE` set and not: "
+            md.append("**Heap profiler cost** — mallocbench, 2 threads, mote with `MOTE_HEAPPROFILE` set and not: "
                       "%s vs %s Mops/s (%.3f×); profile written: %s.\n" % (
                           fmt_stat(son, lambda v: "%.1f" % v), fmt_stat(soff, lambda v: "%.1f" % v),
                           son.med / soff.med, "yes" if active else "no (no profiler yet: the ratio is noise)"))

@@ -28,7 +28,8 @@
 #include "os/os.h"
 
 uintptr_t mote__heap_key = 0x9e3779b97f4a7c15ULL;
-heap_config mote__heap_cfg = {.decay_ms = 500, .prof_rate = 512 * 1024};
+heap_config mote__heap_cfg = {
+    .decay_ms = 500, .prof_rate = 512 * 1024, .hugepages = true};
 int mote__heap_initialized;
 static heap_lock init_lock = HEAP_LOCK_INIT;
 
@@ -64,6 +65,8 @@ static void heap_config_load(void)
         mote__heap_cfg.limit = v == OPT_OFF ? 0 : v;
     if (mote__option_read(OPT_MALLOC_STATS, &v) == 0) /* 0,1,json,text */
         mote__heap_cfg.stats = v == 0 ? 0 : v == 2 ? 2 : 1;
+    if (mote__option_read(OPT_MALLOC_HUGEPAGES, &v) == 0)
+        mote__heap_cfg.hugepages = v == 1;
     if (mote__option_read(OPT_HEAPPROFILE_RATE, &v) == 0)
         mote__heap_cfg.prof_rate = v;
     if (mote__option_read(OPT_HEAPPROFILE, &v) == 0 && v) {

@@ -425,6 +425,7 @@ typedef struct heap_config {
     int stats;             /* 0 none, 1 text, 2 json */
     const char *prof_path; /* MOTE_HEAPPROFILE (a copy), NULL: profiler off */
     uint64_t prof_rate;    /* MOTE_HEAPPROFILE_RATE */
+    bool hugepages;        /* MOTE_MALLOC_HUGEPAGES: huge blocks ask for THP */
 } heap_config;
 extern heap_config mote__heap_cfg;
 

@@ -47,6 +47,9 @@ int mote__os_move(void *p, size_t len, void *dst);
 /* Transparent huge pages off for [p, p+len): a huge page would turn one
  * touched byte into 2 MiB of RSS. */
 void mote__os_no_hugepages(void *p, size_t len);
+/* Transparent huge pages asked for on [p, p+len) (MADV_HUGEPAGE): where
+ * the kernel has them, a first touch maps 2 MiB at once. */
+void mote__os_hugepages(void *p, size_t len);
 
 /* Whether this kernel has MADV_GUARD_INSTALL (Linux >= 6.13): guard pages
  * as page-table markers, no VMA per guard.  Probed once. */

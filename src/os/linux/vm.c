@@ -26,6 +26,9 @@
 #define PR_SET_VMA           0x53564d41
 #define PR_SET_VMA_ANON_NAME 0
 #endif
+#ifndef MADV_HUGEPAGE
+#define MADV_HUGEPAGE 14
+#endif
 #ifndef MADV_NOHUGEPAGE
 #define MADV_NOHUGEPAGE 15
 #endif
@@ -79,6 +82,8 @@ void mote__os_no_hugepages(void *p, size_t len)
 {
     (void)madvise(p, len, MADV_NOHUGEPAGE);
 }
+
+void mote__os_hugepages(void *p, size_t len) { (void)madvise(p, len, MADV_HUGEPAGE); }
 
 void *mote__os_map_aligned(size_t size, size_t align, bool noreserve)
 {
