@@ -312,7 +312,7 @@ static bool vm_flags_of(const void *p, char *flags, size_t n)
     return found;
 }
 
-TEST(huge_blocks_ask_for_huge_pages_and_segments_do_not)
+TEST(huge_blocks_but_calloc_s_ask_for_huge_pages_and_segments_do_not)
 {
     char flags[256];
     bool was = mote__heap_cfg.hugepages;
@@ -324,6 +324,12 @@ TEST(huge_blocks_ask_for_huge_pages_and_segments_do_not)
     CHECK(strstr(flags, " hg") != NULL);
     CHECK(vm_flags_of(small, flags, sizeof flags));
     CHECK(strstr(flags, " hg") == NULL && strstr(flags, " nh") != NULL);
+    char *table = mote_calloc(1, 48u << 20); /* fresh: calloc's are left alone */
+    CHECK(table != NULL && table[0] == 0 && table[(48u << 20) - 1] == 0);
+    CHECK(vm_flags_of(table, flags, sizeof flags));
+    CHECK(strstr(flags, " hg") == NULL);
+    mote_free(table);
+    mote_mem_release();
     mote__heap_cfg.hugepages = false;     /* MOTE_MALLOC_HUGEPAGES=off */
     char *plain = mote_malloc(40u << 20); /* bigger than any cached one */
     CHECK(plain != NULL);

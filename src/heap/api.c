@@ -203,7 +203,7 @@ static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero, bo
     if (!p)
         p = n <= HEAP_LARGE_MAX && n + extra <= HEAP_LARGE_MAX
                 ? mote__arena_large_alloc(n, align)
-                : mote__arena_huge_alloc(n, align);
+                : mote__arena_huge_alloc(n, align, zero != NULL);
     if (!p) {
         if (HEAP_UNLIKELY(exited))
             mote__tcache_give_back(h);

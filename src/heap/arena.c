@@ -695,7 +695,9 @@ bool mote__arena_limited(void) { return LOAD(&arena_limit, RELAXED) != 0; }
 /* ---- huge blocks: their own mapping, header in front ---- */
 
 /* A huge block's fresh pages, asked to come as transparent huge pages
- * (MOTE_MALLOC_HUGEPAGES): one fault then maps 2 MiB.  On a VM that
+ * (MOTE_MALLOC_HUGEPAGES): one fault then maps 2 MiB.  Not a fresh
+ * mapping calloc asked for: it needs no write to be zero, and a table
+ * allocated zeroed is the block most often touched here and there.  On a VM that
  * shadows page tables a 4 KiB fault costs ~15 us and touching a page an
  * mremap moved ~9 us; with THP both cost ~0.3 us per 4 KiB (largerand:
  * 2.8 -> 0.6 s).  Segments stay without: a huge page there would pin
@@ -778,7 +780,7 @@ static heap_segment *huge_remap(heap_segment *seg, size_t total, bool in_map)
     return seg;
 }
 
-void *mote__arena_huge_alloc(size_t size, size_t align)
+void *mote__arena_huge_alloc(size_t size, size_t align, bool for_calloc)
 {
     size_t a = align > HEAP_OS_PAGE ? align : HEAP_OS_PAGE;
     /* The header takes the block's alignment, up to one segment; a bigger
@@ -837,7 +839,8 @@ void *mote__arena_huge_alloc(size_t size, size_t align)
             errno = ENOMEM;
             return NULL;
         }
-        huge_thp(base, total);
+        if (!for_calloc) /* a table allocated zeroed is often filled sparsely */
+            huge_thp(base, total);
         seg = (heap_segment *)base;
         seg->magic = HEAP_SEG_MAGIC;
         seg->kind = HEAP_SEG_HUGE;

@@ -450,7 +450,9 @@ void mote__arena_large_free_kept(heap_page *const *pg, unsigned n, uint32_t sinc
 /* Whether a memory limit is set (blocks kept by threads would count
  * against it where others cannot use them). */
 bool mote__arena_limited(void);
-void *mote__arena_huge_alloc(size_t size, size_t align);
+/* A huge block; for_calloc: calloc's, whose fresh pages then come without
+ * huge pages (see huge_thp). */
+void *mote__arena_huge_alloc(size_t size, size_t align, bool for_calloc);
 void mote__arena_huge_free(heap_segment *seg, const void *p);
 /* The huge block of seg, resized to hold n bytes (more than HEAP_LARGE_MAX)
  * by remapping its pages, which move but are never copied: its address
