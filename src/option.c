@@ -149,10 +149,9 @@ const mote__option mote__options[OPT_COUNT] = {
          .def = 1,
          .def_doc = "on",
          .doc = "`on`: blocks over 2 MiB (but calloc's) ask for transparent huge pages, "
-                "so a first "
-                "touch maps 2 MiB at once (where the kernel's THP mode is `madvise`); "
-                "`off` for programs that allocate big blocks and touch few of their "
-                "pages, which then cost up to 2 MiB of RSS per region touched",
+                "so a first touch maps 2 MiB at once (where the kernel's THP mode is "
+                "`madvise`); `off` for programs that allocate big blocks and touch few "
+                "of their pages, which then cost up to 2 MiB of RSS per region touched",
          .expect = "off or on"},
     [OPT_HEAPPROFILE] =
         {.name = "MOTE_HEAPPROFILE",

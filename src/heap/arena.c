@@ -535,11 +535,13 @@ static bool cache_put(heap_page *pg, cache_drop *d)
 }
 
 /* A huge mapping's header at base (segment-aligned), its block hdr bytes
- * above: set up afresh over whatever bytes were there. */
-static heap_segment *huge_header(uint8_t *base, size_t map_size, size_t hdr)
+ * above.  reused: the bytes there were a block's, cleared first (a fresh
+ * mapping is zero, and its header pages past the first stay untouched). */
+static heap_segment *huge_header(uint8_t *base, size_t map_size, size_t hdr, bool reused)
 {
     heap_segment *seg = (heap_segment *)base;
-    memset(seg, 0, sizeof *seg);
+    if (reused)
+        memset(seg, 0, sizeof *seg);
     seg->magic = HEAP_SEG_MAGIC;
     seg->kind = HEAP_SEG_HUGE;
     seg->map_size = map_size;
@@ -583,9 +585,9 @@ static heap_segment *cache_take_huge(size_t size, uintptr_t a, size_t *trim)
         size_t hdr = (size_t)(best->first - seg->map_base);
         size_t end = (hdr + keep + HEAP_SEG_SIZE - 1) & ~(HEAP_SEG_SIZE - 1);
         if (end + HEAP_SEG_SIZE <= seg->map_size) {
-            heap_segment *rest = huge_header(seg->map_base + end, seg->map_size - end,
-                                             (sizeof(heap_segment) + HEAP_OS_PAGE - 1) &
-                                                 ~(HEAP_OS_PAGE - 1));
+            heap_segment *rest = huge_header(
+                seg->map_base + end, seg->map_size - end,
+                (sizeof(heap_segment) + HEAP_OS_PAGE - 1) & ~(HEAP_OS_PAGE - 1), true);
             seg->map_size = end;
             best->usable = end - hdr;
             uint32_t now = mote__os_coarse_ms();
@@ -695,13 +697,13 @@ bool mote__arena_limited(void) { return LOAD(&arena_limit, RELAXED) != 0; }
 /* ---- huge blocks: their own mapping, header in front ---- */
 
 /* A huge block's fresh pages, asked to come as transparent huge pages
- * (MOTE_MALLOC_HUGEPAGES): one fault then maps 2 MiB.  Not a fresh
- * mapping calloc asked for: it needs no write to be zero, and a table
- * allocated zeroed is the block most often touched here and there.  On a VM that
+ * (MOTE_MALLOC_HUGEPAGES): one fault then maps 2 MiB.  On a VM that
  * shadows page tables a 4 KiB fault costs ~15 us and touching a page an
  * mremap moved ~9 us; with THP both cost ~0.3 us per 4 KiB (largerand:
- * 2.8 -> 0.6 s).  Segments stay without: a huge page there would pin
- * 2 MiB under one small block. */
+ * 2.8 -> 0.6 s).  Not a fresh mapping calloc asked for: it needs no write
+ * to be zero, and a table allocated zeroed is the block most often
+ * touched here and there.  Segments stay without: a huge page there would
+ * pin 2 MiB under one small block. */
 static void huge_thp(void *p, size_t len)
 {
     if (mote__heap_cfg.hugepages)
@@ -841,17 +843,9 @@ void *mote__arena_huge_alloc(size_t size, size_t align, bool for_calloc)
         }
         if (!for_calloc) /* a table allocated zeroed is often filled sparsely */
             huge_thp(base, total);
-        seg = (heap_segment *)base;
-        seg->magic = HEAP_SEG_MAGIC;
-        seg->kind = HEAP_SEG_HUGE;
-        seg->map_size = total;
-        seg->map_base = base;
+        seg = huge_header(base, total, hdr, false);
         pg = &seg->pages[0];
-        pg->kind = HEAP_PAGE_HUGE;
         pg->zeroed = 1;
-        pg->start = base;
-        pg->first = base + hdr;
-        pg->usable = total - hdr;
         FETCH_ADD(&st_mapped, total, RELAXED);
     }
     mote__assert(pg->kind == HEAP_PAGE_HUGE && pg->usable >= size && !page_used(pg));
