@@ -27,8 +27,9 @@
 #                100,000 blocks of 16 B..1 KiB per thread, 1 and 2 threads
 #   largerand    20 blocks of 5..25 MiB replaced at random, each zero-filled
 #                (after mimalloc-bench's malloc-large)
-#   profile      mallocbench, 2 threads, with MOTE_HEAPPROFILE set (mote
-#                only; the line says whether a profile was written)
+#   profile      mallocbench, 2 threads, with MOTE_HEAPPROFILE set and not
+#                (mote only), 3 pairs back to back; the line says whether a
+#                profile was written
 #
 # Allocators alternate inside each case (see `each` below).  Every run
 # prints one key=value line (bench= alloc= threads= mops= peak_rss= rep=, or
@@ -204,10 +205,22 @@ for ((rep = 1; rep <= REPS; rep++)); do
     fi
     if want profile; then
         # The same program with the sampling heap profiler asked for and
-        # not, one right after the other; the file shows the profiler ran.
+        # not, in pairs run back to back (off-on, then on-off: a drift of
+        # the machine's load favours neither); the verdict is the median
+        # of the pairs' ratios, which a slow phase of this shared machine
+        # spoils for one pair, not for the medians of a whole side (3
+        # repetitions of one pair read 0.93x to 1.05x from one report to
+        # the next).  The file shows the profiler ran.
         pf=$(mktemp -u /tmp/mote-prof.XXXXXX)
-        BENCH_AS=profile-off one mote "$rep" "$BIN/mallocbench" 2 $((MB_OPS / 2))
-        EXTRA_ENV="MOTE_HEAPPROFILE=$pf" BENCH_AS=profile-on one mote "$rep" "$BIN/mallocbench" 2 $((MB_OPS / 2))
+        for k in 1 2 3; do
+            if ((k % 2)); then sides="off on"; else sides="on off"; fi
+            for side in $sides; do
+                env=""
+                [ $side = on ] && env="MOTE_HEAPPROFILE=$pf"
+                EXTRA_ENV="$env" BENCH_AS=profile-$side TAG=" pair=$k" \
+                    one mote "$rep" "$BIN/mallocbench" 2 $((MB_OPS / 2))
+            done
+        done
         w=0
         [ -s "$pf" ] && w=1
         echo "alloc=mote bench=profile-file written=$w rep=$rep" | tee -a "$RAW"
@@ -353,12 +366,18 @@ def stab(L):
     return st(r)[0]
 table("xthread 1 pair, 5 runs in a row: slowest/fastest", "xtstab", by("xtstab", lambda d: "1 pair"),
       [("max/min", stab, lambda v: "%.2f" % v, True), ("secs", med("secs"), lambda v: "%.3f" % v, True)])
+def pair_ratios(on, off):
+    key = lambda d: (d.get("rep"), d.get("pair"))
+    offs = {key(d): f(d.get("mops")) for d in off}
+    return [f(d.get("mops")) / offs[key(d)] for d in on if f(d.get("mops")) == f(d.get("mops")) and offs.get(key(d))]
 pon = [f(d.get("mops")) for d in grp.get("profile-on", [])]
 poff = [f(d.get("mops")) for d in grp.get("profile-off", [])]
 if pon and poff:
     w = [d.get("written") for d in grp.get("profile-file", [])]
-    print("\nmallocbench 2 threads, profiler asked for / not: %.1f / %.1f Mops/s = %.3fx (profile written: %s)"
-          % (st(pon)[0], st(poff)[0], st(pon)[0] / st(poff)[0], ",".join(w) or "-"))
+    pr = pair_ratios(grp.get("profile-on", []), grp.get("profile-off", []))
+    print("\nmallocbench 2 threads, profiler asked for / not: %.1f / %.1f Mops/s; median of %d pairs' ratios %.3fx "
+          "(%.3f-%.3f) (profile written: %s)"
+          % (st(pon)[0], st(poff)[0], len(pr), st(pr)[0], min(pr), max(pr), ",".join(w) or "-"))
 if jpath:
     json.dump(out, open(jpath, "w"), indent=1)
     print("\n# wrote " + jpath)
