@@ -18,7 +18,8 @@
 #                exit and successors inherit their blocks (2; --full: 2, 8)
 #   threadreq    a thread per request leaving one 64 B object behind
 #   prodcons     long producer/consumer churn with shifting sizes, 2 pairs
-#   xtstab       xthread with 1 pair run 5 times in a row (bimodality)
+#   xtstab       xthread with 1 pair run 5 times in a row (bimodality), its
+#                two threads pinned to two CPUs (XT_PIN=1)
 #   churn        rounds of 8 new threads churning 8 B..2 KiB objects, 1 in 100
 #                up to 200 KiB, 1 in 1000 up to 2 MiB, swapping some through
 #                a shared array (after mimalloc-bench's mstress); --full adds
@@ -197,9 +198,13 @@ for ((rep = 1; rep <= REPS; rep++)); do
         each "$BIN/largerand" $LR_STEPS 20 5 25
     fi
     if want xtstab; then # five fresh processes in a row: is it bimodal?
+        # Pinned: unpinned, the scheduler ran the pair on one CPU for part
+        # of some runs (mote 0.40 s against 0.60 s on two CPUs, run by run;
+        # 0.195 s on one), so the spread measured the scheduler's choice.
         for a in "${order[@]}"; do
             for k in 1 2 3 4 5; do
-                BENCH_AS=xtstab TAG=" run=$k" one "$a" "$rep" "$BIN/xthread" 1 $XS_BLOCKS
+                EXTRA_ENV="XT_PIN=1" BENCH_AS=xtstab TAG=" run=$k" \
+                    one "$a" "$rep" "$BIN/xthread" 1 $XS_BLOCKS
             done
         done
     fi
