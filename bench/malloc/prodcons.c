@@ -9,9 +9,9 @@
  * allocator, after living a while.  One message in 8 is also kept back by
  * the producer for a while and freed by it.  Allocator-agnostic.
  *
- *   prodcons [PAIRS=2] [MSGS=4000000] [WINDOW=2000] [PHASE=250000]
+ *   prodcons [PAIRS=2] [MSGS=4000000] [WINDOW=2000] [PHASE=250000] [FILL=0]
  * prints: bench=prodcons threads=2*PAIRS mops=X peak_rss=BYTES
- *         rss_avg=BYTES live_max=BYTES live_peak=BYTES secs=S
+ *         rss_avg=BYTES live_max=BYTES live_peak=BYTES secs=S fill=0|1
  * (rss_avg: mean of RSS samples every 20 ms; live_max: the largest window
  * contents; live_peak: the most bytes allocated and not yet freed at once,
  * window, ring and the producer's own together, as each producer sees it at
@@ -20,7 +20,11 @@
  * allocator's peak RSS with it, varies from run to run with the threads'
  * relative speed: live_peak says by how much in each run.  Blocks are
  * written at both ends only, so a block's untouched middle pages count in
- * RSS only if an earlier block touched them.)
+ * RSS only if an earlier block touched them: an allocator that reuses warm
+ * pages for big blocks pays for pages the program never wrote, one that
+ * hands out fresh or released pages does not.  FILL=1 writes every message
+ * whole, as a real producer would, so peak RSS over live_peak is the
+ * allocator's own overhead.)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -50,6 +54,7 @@ typedef struct pair {
 } pair;
 
 static long msgs = 4000000, window = 2000, phase = 250000;
+static int fill;
 static _Atomic int finished; /* consumers done */
 
 static const size_t ranges[][2] = {
@@ -69,6 +74,8 @@ static void *producer(void *arg)
         size_t n = rg[0] + (size_t)(mb_rnd(&s) % (rg[1] - rg[0] + 1));
         char *b = malloc(n + sizeof(size_t));
         memcpy(b, &n, sizeof n);
+        if (fill)
+            memset(b + sizeof n, 1, n);
         b[sizeof n] = 1;
         b[sizeof n + n - 1] = 1;
         allocated += n;
@@ -149,8 +156,10 @@ int main(int argc, char **argv)
         window = atol(argv[3]);
     if (argc > 4)
         phase = atol(argv[4]);
-    if (pairs < 1 || msgs < 1 || window < 1 || phase < 1) {
-        fprintf(stderr, "usage: prodcons [PAIRS] [MSGS] [WINDOW] [PHASE]\n");
+    if (argc > 5)
+        fill = atoi(argv[5]);
+    if (pairs < 1 || msgs < 1 || window < 1 || phase < 1 || fill < 0 || fill > 1) {
+        fprintf(stderr, "usage: prodcons [PAIRS] [MSGS] [WINDOW] [PHASE] [FILL=0|1]\n");
         return 2;
     }
     pair *ps = calloc((size_t)pairs, sizeof *ps);
@@ -179,9 +188,9 @@ int main(int argc, char **argv)
         peak += ps[i].live_peak; /* an upper bound: the pairs peak apart */
     }
     printf("bench=prodcons threads=%d mops=%.3f peak_rss=%ld rss_avg=%.0f live_max=%zu "
-           "live_peak=%zu secs=%.3f\n",
+           "live_peak=%zu secs=%.3f fill=%d\n",
            2 * pairs, (double)msgs * pairs / secs / 1e6, mb_maxrss(),
-           ns ? sum / (double)ns : 0.0, live, peak, secs);
+           ns ? sum / (double)ns : 0.0, live, peak, secs, fill);
     free(t);
     free(ps);
     return 0;

@@ -17,7 +17,8 @@
 #   larson       server churn: blocks swapped between threads' slots, threads
 #                exit and successors inherit their blocks (2; --full: 2, 8)
 #   threadreq    a thread per request leaving one 64 B object behind
-#   prodcons     long producer/consumer churn with shifting sizes, 2 pairs
+#   prodcons     long producer/consumer churn with shifting sizes, 2 pairs;
+#                then again with every message written whole (prodcons-fill)
 #   xtstab       xthread with 1 pair run 5 times in a row (bimodality), its
 #                two threads pinned to two CPUs (XT_PIN=1)
 #   churn        rounds of 8 new threads churning 8 B..2 KiB objects, 1 in 100
@@ -186,6 +187,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
     fi
     if want prodcons; then
         each "$BIN/prodcons" 2 $PC_MSGS 2000 250000
+        BENCH_AS=prodcons-fill each "$BIN/prodcons" 2 $PC_MSGS 2000 250000 1
     fi
     if want churn; then
         each "$BIN/churn" 8 10 50
@@ -347,6 +349,10 @@ table("larson (secs, peak RSS)", "larson", by("larson", lambda d: "%s threads" %
       [("secs", med("secs"), lambda v: "%.3f" % v, True), ("peak", med("peak_rss"), mib, True)])
 # live: the run's live-set peak (the ring between the threads makes it vary)
 table("prodcons (secs, peak RSS, live peak)", "prodcons", by("prodcons", lambda d: "%s threads" % d.get("threads")),
+      [("secs", med("secs"), lambda v: "%.3f" % v, True), ("peak", med("peak_rss"), mib, True),
+       ("live", lambda L: st([f(d.get("live_peak")) for d in L if "live_peak" in d])[0], mib, True)])
+table("prodcons, messages written whole (secs, peak RSS, live peak)", "prodcons-fill",
+      by("prodcons-fill", lambda d: "%s threads" % d.get("threads")),
       [("secs", med("secs"), lambda v: "%.3f" % v, True), ("peak", med("peak_rss"), mib, True),
        ("live", lambda L: st([f(d.get("live_peak")) for d in L if "live_peak" in d])[0], mib, True)])
 table("thread per request", "threadreq", by("threadreq", lambda d: "%s at a time" % d.get("threads")),

@@ -170,7 +170,7 @@ ALLOC_COLORS = {"mote": "#1f77b4", "glibc": "#7f7f7f", "tcmalloc": "#ff7f0e", "j
                 "mimalloc": "#9467bd", "go": "#d62728"}
 # bench/malloc/run.sh's round-two programs: their own section, not the
 # generic throughput and free-then-idle tables.
-ROUND2_BENCHES = {"large", "survivors", "larson", "threadreq", "prodcons", "churn", "bigset", "largerand",
+ROUND2_BENCHES = {"large", "survivors", "larson", "threadreq", "prodcons", "prodcons-fill", "churn", "bigset", "largerand",
                   "xtstab", "profile-on", "profile-off", "profile-file"}
 PALETTE = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
            "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"]
@@ -1045,6 +1045,12 @@ class Report:
                          "messages; each consumer keeps its last 2000 messages and frees the oldest "
                          "(bench/malloc/prodcons.c). Cells: seconds, peak RSS.", "producer/consumer",
                          lambda d: "%s threads" % d.get("threads", "?"), secs, lambda v: "%.2f s" % v, "")
+        self.churn_table("prodcons-fill", "The same, every message written whole", "prodcons with FILL=1: the "
+                         "program writes each block it sends, so no allocator is spared the pages of a big block's "
+                         "middle, which the run above writes only where an earlier block did. Information only: the "
+                         "target is the row above. Cells: seconds, peak RSS.", "producer/consumer, written whole",
+                         lambda d: "%s threads" % d.get("threads", "?"), secs, lambda v: "%.2f s" % v, "",
+                         target=False)
         self.churn_table("churn", "Short-lived threads churning mixed and big blocks", "rounds of new threads "
                          "allocate 8 B–2 KiB objects, 1 in 100 up to 200 KiB, 1 in 1000 up to 2 MiB (with 32 threads "
                          "1 in 10,000 up to 20 MiB), free most at random and swap some through a shared array for "
