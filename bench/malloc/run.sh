@@ -380,12 +380,12 @@ table("xthread 1 pair, 5 runs in a row: slowest/fastest", "xtstab", by("xtstab",
 def pair_ratios(on, off):
     key = lambda d: (d.get("rep"), d.get("pair"))
     offs = {key(d): f(d.get("mops")) for d in off}
-    return [f(d.get("mops")) / offs[key(d)] for d in on if f(d.get("mops")) == f(d.get("mops")) and offs.get(key(d))]
+    return [f(d.get("mops")) / offs[key(d)] for d in on if f(d.get("mops")) is not None and offs.get(key(d))]
 pon = [f(d.get("mops")) for d in grp.get("profile-on", [])]
 poff = [f(d.get("mops")) for d in grp.get("profile-off", [])]
 if pon and poff:
     w = [d.get("written") for d in grp.get("profile-file", [])]
-    pr = pair_ratios(grp.get("profile-on", []), grp.get("profile-off", []))
+    pr = pair_ratios(grp.get("profile-on", []), grp.get("profile-off", [])) or [float("nan")]
     print("\nmallocbench 2 threads, profiler asked for / not: %.1f / %.1f Mops/s; median of %d pairs' ratios %.3fx "
           "(%.3f-%.3f) (profile written: %s)"
           % (st(pon)[0], st(poff)[0], len(pr), st(pr)[0], min(pr), max(pr), ",".join(w) or "-"))
