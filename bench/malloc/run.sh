@@ -200,9 +200,8 @@ for ((rep = 1; rep <= REPS; rep++)); do
         each "$BIN/largerand" $LR_STEPS 20 5 25
     fi
     if want xtstab; then # five fresh processes in a row: is it bimodal?
-        # Pinned: unpinned, the scheduler ran the pair on one CPU for part
-        # of some runs (mote 0.40 s against 0.60 s on two CPUs, run by run;
-        # 0.195 s on one), so the spread measured the scheduler's choice.
+        # Pinned (XT_PIN=1): unpinned, the spread measured where the
+        # scheduler put the pair (see xthread.c).
         for a in "${order[@]}"; do
             for k in 1 2 3 4 5; do
                 EXTRA_ENV="XT_PIN=1" BENCH_AS=xtstab TAG=" run=$k" \
@@ -348,13 +347,10 @@ table("survivors: 1 GiB mixed, 63/64 freed, idle", "survivors",
 table("larson (secs, peak RSS)", "larson", by("larson", lambda d: "%s threads" % d.get("threads")),
       [("secs", med("secs"), lambda v: "%.3f" % v, True), ("peak", med("peak_rss"), mib, True)])
 # live: the run's live-set peak (the ring between the threads makes it vary)
-table("prodcons (secs, peak RSS, live peak)", "prodcons", by("prodcons", lambda d: "%s threads" % d.get("threads")),
-      [("secs", med("secs"), lambda v: "%.3f" % v, True), ("peak", med("peak_rss"), mib, True),
-       ("live", lambda L: st([f(d.get("live_peak")) for d in L if "live_peak" in d])[0], mib, True)])
-table("prodcons, messages written whole (secs, peak RSS, live peak)", "prodcons-fill",
-      by("prodcons-fill", lambda d: "%s threads" % d.get("threads")),
-      [("secs", med("secs"), lambda v: "%.3f" % v, True), ("peak", med("peak_rss"), mib, True),
-       ("live", lambda L: st([f(d.get("live_peak")) for d in L if "live_peak" in d])[0], mib, True)])
+for name, what in (("prodcons", "prodcons"), ("prodcons-fill", "prodcons, messages written whole")):
+    table("%s (secs, peak RSS, live peak)" % what, name, by(name, lambda d: "%s threads" % d.get("threads")),
+          [("secs", med("secs"), lambda v: "%.3f" % v, True), ("peak", med("peak_rss"), mib, True),
+           ("live", lambda L: st([f(d.get("live_peak")) for d in L if "live_peak" in d])[0], mib, True)])
 table("thread per request", "threadreq", by("threadreq", lambda d: "%s at a time" % d.get("threads")),
       [("us/req", med("us_per_req"), lambda v: "%.1f" % v, True), ("peak", med("peak_rss"), mib, True),
        ("end", med("rss_end"), mib, True)])

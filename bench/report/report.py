@@ -1077,9 +1077,9 @@ class Report:
             pinned = all(d.get("pinned") == "1" for v in xs.values() for d in v)
             md.append("**xthread stability** — `xthread 1` (one producer/consumer pair) run 5 times in a row as fresh "
                       "processes, per repetition; slowest ÷ fastest of the 5 (target for mote ≤ 1.3). %s\n" % (
-                          "Its two threads are pinned to two CPUs (`XT_PIN=1`): unpinned, the scheduler ran the pair on "
-                          "one CPU for part of some runs, which made mote's runs 0.40 s or 0.60 s by the run (0.195 s "
-                          "all on one CPU; tcmalloc 0.107 s on one CPU, 0.576 s on two)." if pinned else
+                          "Its two threads are pinned to two CPUs (`XT_PIN=1`): unpinned, the run time depended on "
+                          "whether the scheduler put the pair on one CPU for part of a run (bench/malloc/xthread.c "
+                          "has the figures)." if pinned else
                           "Its threads are not pinned."))
             md.append("| allocator | slowest/fastest (median over repetitions) | worst repetition | run time, all runs |")
             md.append("|---|---|---|---|")
