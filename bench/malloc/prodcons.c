@@ -14,8 +14,13 @@
  *         rss_avg=BYTES live_max=BYTES live_peak=BYTES secs=S fill=0|1
  * (rss_avg: mean of RSS samples every 20 ms; live_max: the largest window
  * contents; live_peak: the most bytes allocated and not yet freed at once,
- * window, ring and the producer's own together, as each producer sees it at
- * every publish, summed over the pairs.  The ring holds up to RING messages
+ * window, ring and the producers' own together, over all the pairs: each
+ * thread adds what it allocated or freed since its last publish to one
+ * counter, and each producer's addition checks the peak, so the figure is
+ * exact to within a publish batch.  (Until 2026-12 each producer kept its
+ * own peak and the pairs' peaks were summed: an upper bound that read up to
+ * 1.9x the true peak when one pair's phase of big blocks fell between the
+ * other's.)  The ring holds up to RING messages
  * beyond the window while a consumer lags, so the live set, and every
  * allocator's peak RSS with it, varies from run to run with the threads'
  * relative speed: live_peak says by how much in each run.  Blocks are
@@ -48,14 +53,24 @@ typedef struct pair {
     void *slot[RING];
     uint64_t seed;
     size_t live_max;
-    _Atomic(size_t) freed; /* bytes the consumer freed, written by it */
-    char pad3[56];
-    size_t live_peak; /* the producer's */
 } pair;
 
 static long msgs = 4000000, window = 2000, phase = 250000;
 static int fill;
 static _Atomic int finished; /* consumers done */
+/* Bytes allocated and not yet freed, all pairs; its highest value when a
+ * producer added to it. */
+static _Atomic(long long) live_now;
+static _Atomic(long long) live_top;
+
+static void live_add(long long d)
+{
+    long long v = atomic_fetch_add_explicit(&live_now, d, memory_order_relaxed) + d;
+    long long top = atomic_load_explicit(&live_top, memory_order_relaxed);
+    while (v > top && !atomic_compare_exchange_weak_explicit(
+                          &live_top, &top, v, memory_order_relaxed, memory_order_relaxed))
+        ;
+}
 
 static const size_t ranges[][2] = {
     {16, 128}, {128, 1024}, {1024, 8192}, {16, 4096}, {8192, 32768},
@@ -68,7 +83,7 @@ static void *producer(void *arg)
     uint64_t s = p->seed;
     void *own[OWN] = {0};
     size_t own_n[OWN] = {0};
-    size_t h = 0, allocated = 0, own_freed = 0;
+    size_t h = 0, allocated = 0, own_freed = 0, counted = 0; /* counted: in live_now */
     for (long i = 0; i < msgs; i++) {
         const size_t *rg = ranges[(size_t)(i / phase) % NRANGES];
         size_t n = rg[0] + (size_t)(mb_rnd(&s) % (rg[1] - rg[0] + 1));
@@ -91,11 +106,10 @@ static void *producer(void *arg)
             sched_yield();
         p->slot[h % RING] = b;
         if (++h % PUBLISH == 0) {
+            /* Counted before the consumer can free any of it. */
+            live_add((long long)(allocated - own_freed) - (long long)counted);
+            counted = allocated - own_freed;
             atomic_store_explicit(&p->head, h, memory_order_release);
-            size_t live = allocated - own_freed -
-                          atomic_load_explicit(&p->freed, memory_order_relaxed);
-            if (live > p->live_peak)
-                p->live_peak = live;
         }
     }
     for (int k = 0; k < OWN; k++)
@@ -111,7 +125,7 @@ static void *consumer(void *arg)
 {
     pair *p = arg;
     char **win = calloc((size_t)window, sizeof *win);
-    size_t t = 0, w = 0, live = 0, freed = 0;
+    size_t t = 0, w = 0, live = 0, freed = 0, counted = 0; /* counted: in live_now */
     for (;;) {
         size_t h;
         while ((h = atomic_load_explicit(&p->head, memory_order_acquire)) == t)
@@ -135,7 +149,8 @@ static void *consumer(void *arg)
             if (live > p->live_max)
                 p->live_max = live;
         }
-        atomic_store_explicit(&p->freed, freed, memory_order_relaxed);
+        live_add((long long)counted - (long long)freed);
+        counted = freed;
         atomic_store_explicit(&p->tail, t, memory_order_release);
     }
 out:
@@ -182,11 +197,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < 2 * pairs; i++)
         pthread_join(t[i], NULL);
     double secs = mb_now() - t0;
-    size_t live = 0, peak = 0;
-    for (int i = 0; i < pairs; i++) {
+    size_t live = 0, peak = (size_t)atomic_load(&live_top);
+    for (int i = 0; i < pairs; i++)
         live += ps[i].live_max;
-        peak += ps[i].live_peak; /* an upper bound: the pairs peak apart */
-    }
     printf("bench=prodcons threads=%d mops=%.3f peak_rss=%ld rss_avg=%.0f live_max=%zu "
            "live_peak=%zu secs=%.3f fill=%d\n",
            2 * pairs, (double)msgs * pairs / secs / 1e6, mb_maxrss(),
