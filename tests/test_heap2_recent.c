@@ -4,7 +4,8 @@
  * freed block whatever page it lies in; a list that fills sends blocks to
  * their pages; a thread that frees a heap in random order and then idles
  * keeps no page for them (the class drains); a listed block freed again is
- * caught; the lists go back at exit and at mote_mem_release.
+ * caught; the lists go back at exit and at mote_mem_release, and a list
+ * its thread no longer uses goes back by itself.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -183,9 +184,9 @@ static uint32_t page_count(const void *p)
 enum { FEW = 20, FEW_SIZE = 1792 }; /* fewer than the class's list holds */
 static char *few[FEW];
 
-static void *free_few_then_wait(void *arg)
+/* FEW blocks of one class, freed: on this thread's recent list. */
+static void free_few(void)
 {
-    (void)arg;
     for (int i = 0; i < FEW; i++) {
         few[i] = mote_malloc(FEW_SIZE);
         CHECK(few[i] != NULL);
@@ -195,6 +196,12 @@ static void *free_few_then_wait(void *arg)
         mote_free(few[i]);
     /* listed: still counted on their page, which cannot go back */
     CHECK(page_count(few[0]) > 0);
+}
+
+static void *free_few_then_wait(void *arg)
+{
+    (void)arg;
+    free_few();
     return NULL;
 }
 
@@ -218,6 +225,33 @@ TEST(the_lists_go_back_at_exit_and_at_mote_mem_release)
     mote_mem_release();
     for (int i = 0; i < FEW; i++)
         CHECK_EQ(page_count(few[i]), 0);
+}
+
+/* A thread that stops using a class but goes on with others: its list of
+ * the class goes back to its pages once the list has not moved for a
+ * while (HEAP_LIST_STALE_MS), with no call from the program.  (Kept until
+ * the thread's exit, it pinned one page per listed block.) */
+TEST(a_list_its_thread_no_longer_uses_goes_back_to_its_pages)
+{
+    mote_mem_release();
+    free_few();
+    enum { N = 64, SIZE = 6000 }; /* bitmap mallocs past the stash: slow paths */
+    static void *p[N];
+    uint32_t left = 1;
+    for (int ms = 0; ms < 20000 && left; ms += 2) {
+        for (int i = 0; i < N; i++) {
+            p[i] = mote_malloc(SIZE);
+            CHECK(p[i] != NULL);
+        }
+        for (int i = 0; i < N; i++)
+            mote_free(p[i]);
+        usleep(2000);
+        left = 0;
+        for (int i = 0; i < FEW; i++)
+            left += page_count(few[i]);
+    }
+    CHECK_EQ(left, 0);
+    mote_mem_release();
 }
 
 TEST_MAIN()

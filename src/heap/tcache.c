@@ -551,21 +551,25 @@ static void recent_return_all(heap_tcache *h)
     }
 }
 
-/* Puts the stashed blocks back in their bitmaps. */
+/* Puts stash s's blocks back in their bitmaps; pages left empty go on
+ * to_free. */
+static void stash_return(heap_tcache *h, heap_page *s, list *to_free)
+{
+    heap_block *b = s->free;
+    s->free = NULL;
+    page_used_set(s, s->reserved);
+    while (b) {
+        heap_block *next = b->next;
+        bm_return(h, block_page(b), b, to_free); /* its cookie stays */
+        b = next;
+    }
+}
+
 static void stash_return_all(heap_tcache *h)
 {
     list to_free = {0};
-    for (unsigned i = 0; i < HEAP_STASH_NCLS; i++) {
-        heap_page *s = &h->stash[i];
-        heap_block *b = s->free;
-        s->free = NULL;
-        page_used_set(s, s->reserved);
-        while (b) {
-            heap_block *next = b->next;
-            bm_return(h, block_page(b), b, &to_free); /* its cookie stays */
-            b = next;
-        }
-    }
+    for (unsigned i = 0; i < HEAP_STASH_NCLS; i++)
+        stash_return(h, &h->stash[i], &to_free);
     pages_to_arena(&to_free);
 }
 
@@ -592,6 +596,43 @@ static void foreign_send_all(heap_tcache *h)
             foreign_send(h, &h->foreign[c]);
 }
 
+/* See HEAP_LIST_STALE_MS: foreign and recent lists, and bitmap stashes.  A
+ * list pushed and popped back to the same head between two looks reads as
+ * stale: it goes home a little early. */
+static void lists_sweep(heap_tcache *h)
+{
+    uint32_t now = mote__os_coarse_ms();
+    if (now - h->sweep_ms < HEAP_LIST_STALE_MS)
+        return;
+    h->sweep_ms = now;
+    for (unsigned c = 1; c < HEAP_BITMAP_CLS; c++) {
+        heap_page *f = &h->foreign[c], *r = &h->recent[c];
+        if (f->free && f->free == h->seen_foreign[c])
+            foreign_send(h, f);
+        h->seen_foreign[c] = f->free;
+        if (r->free && r->free == h->seen_recent[c]) {
+            recent_cut(h, r, 0);
+            if (h->cur[c] == r)
+                queue_sync_cur(h, c);
+        }
+        h->seen_recent[c] = r->free;
+    }
+    list to_free = {0};
+    for (unsigned i = 0; i < HEAP_STASH_NCLS; i++) {
+        heap_page *st = &h->stash[i];
+        if (st->free && st->free == h->seen_stash[i])
+            stash_return(h, st, &to_free);
+        h->seen_stash[i] = st->free;
+    }
+    pages_to_arena(&to_free);
+}
+
+static inline void lists_tick(heap_tcache *h)
+{
+    if (HEAP_UNLIKELY(++h->sweep_ticks % HEAP_LIST_SWEEP_TICKS == 0))
+        lists_sweep(h);
+}
+
 static heap_tcache *tcache_acquire(void);
 
 void mote__tcache_free_remote(heap_page *pg, heap_block *b)
@@ -604,6 +645,7 @@ void mote__tcache_free_remote(heap_page *pg, heap_block *b)
     if (HEAP_LIKELY(pg->kind == HEAP_PAGE_SMALL && !pg->prof &&
                     h != &mote__heap_tcache_empty && to != h)) {
         rbuf_put(h, to, b);
+        lists_tick(h);
         return;
     }
     if (HEAP_UNLIKELY(h == &mote__heap_tcache_empty)) {
@@ -628,6 +670,7 @@ void mote__tcache_free_remote(heap_page *pg, heap_block *b)
         return;
     }
     rbuf_put(h, to, b);
+    lists_tick(h);
 }
 
 /* Takes the inbox in (owner, or pool lock for a dead cache).  Messages are
@@ -1038,6 +1081,7 @@ void *mote__tcache_alloc_in(heap_tcache *h, unsigned cls)
 {
     if (h->rbuf_n && ++h->rbuf_ticks % HEAP_RBUF_FLUSH == 0)
         rbuf_send_all(h);
+    lists_tick(h);
     if (LOAD(&h->inbox, RELAXED))
         tcache_drain(h);
     if (h->shadow && LOAD(&h->shadow->inbox, RELAXED))
