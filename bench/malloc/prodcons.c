@@ -15,9 +15,9 @@
  * (rss_avg: mean of RSS samples every 20 ms; live_max: the largest window
  * contents; live_peak: the most bytes allocated and not yet freed at once,
  * window, ring and the producers' own together, over all the pairs: each
- * thread adds what it allocated or freed since its last publish to one
- * counter, and each producer's addition checks the peak, so the figure is
- * exact to within a publish batch.  (Until 2026-12 each producer kept its
+ * thread adds what it allocated or freed to one counter every PUBLISH
+ * messages, and each producer's addition checks the peak, so the figure is
+ * exact to within a batch per thread.  (Until 2026-12 each producer kept its
  * own peak and the pairs' peaks were summed: an upper bound that read up to
  * 1.9x the true peak when one pair's phase of big blocks fell between the
  * other's.)  The ring holds up to RING messages
@@ -148,6 +148,12 @@ static void *consumer(void *arg)
             w = (w + 1) % (size_t)window;
             if (live > p->live_max)
                 p->live_max = live;
+            /* A batch can be the whole ring: counted as it goes, not at
+             * its end, or the count would run a ring's frees behind. */
+            if ((t + 1) % PUBLISH == 0) {
+                live_add((long long)counted - (long long)freed);
+                counted = freed;
+            }
         }
         live_add((long long)counted - (long long)freed);
         counted = freed;
