@@ -18,9 +18,9 @@
  * thread adds what it allocated or freed to one counter every PUBLISH
  * messages, and each producer's addition checks the peak, so the figure is
  * exact to within a batch per thread.  (Until 2026-12 each producer kept its
- * own peak and the pairs' peaks were summed: an upper bound that read up to
- * 1.9x the true peak when one pair's phase of big blocks fell between the
- * other's.)  The ring holds up to RING messages
+ * own peak and the pairs' peaks were summed: an upper bound that read
+ * nearly twice the true peak when one pair's phase of big blocks fell
+ * between the other's.)  The ring holds up to RING messages
  * beyond the window while a consumer lags, so the live set, and every
  * allocator's peak RSS with it, varies from run to run with the threads'
  * relative speed: live_peak says by how much in each run.  Blocks are
