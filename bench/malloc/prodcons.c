@@ -149,14 +149,14 @@ static void *consumer(void *arg)
             if (live > p->live_max)
                 p->live_max = live;
             /* A batch can be the whole ring: counted as it goes, not at
-             * its end, or the count would run a ring's frees behind. */
+             * its end, or the count would run a ring's frees behind.  A
+             * batch ends on a multiple of PUBLISH (the producer publishes
+             * no other head) or at the end of the run, so nothing is left. */
             if ((t + 1) % PUBLISH == 0) {
                 live_add((long long)counted - (long long)freed);
                 counted = freed;
             }
         }
-        live_add((long long)counted - (long long)freed);
-        counted = freed;
         atomic_store_explicit(&p->tail, t, memory_order_release);
     }
 out:

@@ -267,9 +267,9 @@ typedef struct heap_rbuf {
  * looks at every HEAP_LIST_SWEEP_TICKS-th slow malloc or remote free.  A
  * thread that stopped allocating a class kept up to the list's bound of
  * blocks until it exited, each pinning its page: a consumer whose producer
- * moved on to other sizes held 16 MiB of pages with no live block in them
- * (bench/malloc/prodcons, messages written whole, steady state: 45 MiB
- * over the live set against mimalloc's 32). */
+ * moved on to other sizes held 254 pages (16 MiB) with no live block in them
+ * (bench/malloc/prodcons, messages written whole, ring of 256; ~120 with the
+ * sweep at the same point). */
 #define HEAP_LIST_STALE_MS    100
 #define HEAP_LIST_SWEEP_TICKS 64
 

@@ -537,16 +537,21 @@ static inline void recent_refill(heap_tcache *h, unsigned c)
     }
 }
 
+/* Recent list c back to its pages. */
+static void recent_return(heap_tcache *h, unsigned c)
+{
+    heap_page *r = &h->recent[c];
+    recent_cut(h, r, 0);
+    if (h->cur[c] == r)
+        queue_sync_cur(h, c);
+}
+
 /* Every recent list back to its pages. */
 static void recent_return_all(heap_tcache *h)
 {
     for (unsigned c = 1; c < HEAP_BITMAP_CLS; c++) {
-        heap_page *r = &h->recent[c];
-        if (r->free) {
-            recent_cut(h, r, 0);
-            if (h->cur[c] == r)
-                queue_sync_cur(h, c);
-        }
+        if (h->recent[c].free)
+            recent_return(h, c);
         recent_refill(h, c);
     }
 }
@@ -610,11 +615,8 @@ static void lists_sweep(heap_tcache *h)
         if (f->free && f->free == h->seen_foreign[c])
             foreign_send(h, f);
         h->seen_foreign[c] = f->free;
-        if (r->free && r->free == h->seen_recent[c]) {
-            recent_cut(h, r, 0);
-            if (h->cur[c] == r)
-                queue_sync_cur(h, c);
-        }
+        if (r->free && r->free == h->seen_recent[c])
+            recent_return(h, c);
         h->seen_recent[c] = r->free;
     }
     list to_free = {0};
