@@ -38,6 +38,9 @@ static void touch(char *p, size_t n, char v)
     p[n - 1] = v;
 }
 
+/* The slice a large block starts in: its run's, whatever its colour. */
+static uintptr_t slice_of(const void *p) { return (uintptr_t)p >> HEAP_SLICE_SHIFT; }
+
 static heap_arena_stats arena(void)
 {
     heap_arena_stats st;
@@ -121,7 +124,7 @@ TEST(a_bigger_cached_block_serves_a_smaller_request)
     p = mote_malloc(2 << 20);
     mote_free(p);
     q = mote_malloc(300 << 10);
-    CHECK(q == p);
+    CHECK(slice_of(q) == slice_of(p)); /* (each block at its cache colour) */
     CHECK(mote_usable_size(q) < (400u << 10));
     mote_free(q);
 }
@@ -134,23 +137,26 @@ TEST(a_bigger_cached_block_serves_a_smaller_request)
 TEST(freed_large_blocks_merge_and_serve_a_bigger_one_warm)
 {
     _Static_assert((512 << 10) > (HEAP_RUNCACHE_SLICES << HEAP_SLICE_SHIFT), "kept");
+    /* (8 KiB short of whole slices: room for their colours, no slice more) */
+    enum { HALF = (512 << 10) - (8 << 10), WHOLE = (1 << 20) - (8 << 10) };
     mote_mem_release(); /* no other warm free slices */
-    char *x = mote_malloc(1 << 20);
+    char *x = mote_malloc(WHOLE);
     CHECK(x != NULL);
-    touch(x, 1 << 20, 1);
+    touch(x, WHOLE, 1);
     mote_free(x);
     char *a[2];
     for (int i = 0; i < 2; i++) {
-        a[i] = mote_malloc(512 << 10);
-        CHECK(a[i] == x + ((size_t)i << 19)); /* in the freed block's slices */
-        touch(a[i], 512 << 10, 2);
+        a[i] = mote_malloc(HALF);
+        CHECK(slice_of(a[i]) ==
+              slice_of(x) + (uintptr_t)i * 8); /* in the freed block's */
+        touch(a[i], HALF, 2);
     }
     for (int i = 0; i < 2; i++)
         mote_free(a[i]);
     long f0 = minflt();
-    char *y = mote_malloc(1 << 20);
+    char *y = mote_malloc(WHOLE);
     CHECK(y == x);
-    touch(y, 1 << 20, 3);
+    touch(y, WHOLE, 3);
     long faults = minflt() - f0;
     if (!TEST_SANITIZED)
         CHECK(faults <= 4);
@@ -358,6 +364,69 @@ TEST(cached_blocks_keep_their_alignment_promises)
             void *p = mote_aligned_alloc(a, (size_t)(3 + i) << 20);
             CHECK(p != NULL);
             CHECK((uintptr_t)p % a == 0);
+            mote_free(p);
+        }
+    }
+}
+
+/* Big blocks start at varied cache lines of their first page (heap_colour),
+ * so their first bytes do not all fall in one cache set; each still lies
+ * in its run's first page, ends where its run does, and a block that asks
+ * for alignment gets it, even from a coloured block freed before. */
+static unsigned lines_of(char *const *v, int n)
+{
+    uint64_t seen = 0;
+    for (int i = 0; i < n; i++)
+        seen |= 1ULL << (((uintptr_t)v[i] >> 6) & 63);
+    return (unsigned)__builtin_popcountll(seen);
+}
+
+TEST(big_blocks_start_at_varied_cache_lines)
+{
+    enum { N = 48 };
+    /* large with room in their runs; 1 MiB, which fills its run whole (a
+     * slice more for the colour); huge */
+    static const size_t sizes[] = {100 << 10, 1 << 20, 3 << 20};
+    static const unsigned min_lines[] = {12, 12, 12};
+    mote_mem_release(); /* no cached huge block of an aligned request before */
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        char *v[N];
+        for (int i = 0; i < N; i++) {
+            v[i] = mote_malloc(sizes[k]);
+            CHECK(v[i] != NULL);
+            CHECK((uintptr_t)v[i] % 64 == 0);
+            /* in its run's first page; a huge one's header page below it */
+            bool huge = sizes[k] > HEAP_LARGE_MAX;
+            size_t lead =
+                huge ? (sizeof(heap_segment) + HEAP_OS_PAGE - 1) & ~(HEAP_OS_PAGE - 1)
+                     : 0;
+            uintptr_t off = (uintptr_t)v[i] % (huge ? HEAP_SEG_SIZE : HEAP_SLICE_SIZE);
+            CHECK(off >= lead && off - lead <= HEAP_COLOUR_MAX);
+            size_t us = mote_usable_size(v[i]);
+            CHECK(us >= sizes[k]);
+            /* a large block ends with its run; a huge one with its mapping */
+            uintptr_t end = (uintptr_t)v[i] + us;
+            CHECK(end % (huge ? HEAP_OS_PAGE : HEAP_SLICE_SIZE) == 0);
+            memset(v[i], i, sizes[k]);
+        }
+        CHECK(lines_of(v, N) >= min_lines[k]);
+        for (int i = 0; i < N; i++) {
+            CHECK((unsigned char)v[i][sizes[k] - 1] == (unsigned char)i);
+            mote_free(v[i]);
+        }
+    }
+    /* aligned requests after coloured blocks were freed (and cached) */
+    static const size_t aligns[] = {128, 4096, 1 << 16, 1 << 21};
+    static const size_t asizes[] = {100 << 10, 1 << 20, 3 << 20};
+    for (size_t k = 0; k < sizeof asizes / sizeof *asizes; k++) {
+        for (size_t j = 0; j < sizeof aligns / sizeof *aligns; j++) {
+            char *plain = mote_malloc(asizes[k]);
+            CHECK(plain != NULL);
+            mote_free(plain);
+            char *p = mote_aligned_alloc(aligns[j], asizes[k]);
+            CHECK(p != NULL && (uintptr_t)p % aligns[j] == 0);
+            CHECK(mote_usable_size(p) >= asizes[k]);
+            memset(p, 7, asizes[k]);
             mote_free(p);
         }
     }
@@ -647,6 +716,29 @@ static void free_the_old_address(void *arg)
         q = mote_realloc(q, n); /* until it moves */
     mote_free(p);
     fprintf(stderr, "free of the old address NOT detected\n");
+}
+
+/* A coloured huge block grows and shrinks by moving its pages: its bytes
+ * and its offset in the page come along. */
+TEST(a_coloured_huge_block_keeps_its_bytes_through_realloc)
+{
+    size_t n = 3 << 20;
+    unsigned char *p = mote_malloc(n);
+    CHECK(p != NULL);
+    uintptr_t colour = (uintptr_t)p % HEAP_OS_PAGE;
+    fill_pages(p, 0, n, 5);
+    p[0] = 0xab;
+    p[n - 1] = 0xcd;
+    for (size_t m = 4 << 20; m <= (64u << 20); m *= 2) {
+        p = mote_realloc(p, m);
+        CHECK(p != NULL && (uintptr_t)p % HEAP_OS_PAGE == colour);
+        CHECK(p[0] == 0xab && p[n - 1] == 0xcd && pages_hold(p, 4096, n - 4096, 5));
+        CHECK(mote_usable_size(p) >= m);
+        memset(p + n, 1, m - n);
+    }
+    p = mote_realloc(p, n);
+    CHECK(p != NULL && p[0] == 0xab && p[n - 1] == 0xcd);
+    mote_free(p);
 }
 
 TEST(free_of_a_huge_block_s_old_address_aborts)

@@ -91,7 +91,7 @@ TEST(the_cache_stays_in_its_bounds)
         for (uint32_t k = 0; k < rc->n; k++)
             sum += rc->pg[k]->slices;
         CHECK_EQ(sum, rc->slices);
-        CHECK(rc->pg[rc->n - 1]->start == (uint8_t *)p[i]); /* the newest stays */
+        CHECK(rc->pg[rc->n - 1]->first == (uint8_t *)p[i]); /* the newest stays */
     }
     mote_mem_release();
     CHECK_EQ(kept(), 0);

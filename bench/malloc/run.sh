@@ -29,6 +29,8 @@
 #                100,000 blocks of 16 B..1 KiB per thread, 1 and 2 threads
 #   largerand    20 blocks of 5..25 MiB replaced at random, each zero-filled
 #                (after mimalloc-bench's malloc-large)
+#   colour       the first line of 64 blocks of 64 KiB, 100 KiB, 1 MiB and
+#                4 MiB read in turn (are big blocks cache-coloured?)
 #   profile      mallocbench, 2 threads, with MOTE_HEAPPROFILE set and not
 #                (mote only), 3 pairs back to back; the line says whether a
 #                profile was written
@@ -47,7 +49,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 MODE=${BENCH_MODE:-quick}
 REPS=${BENCH_REPS:-3}
 JSON= CSV=
-ONLY=mallocbench,xthread,freeidle,large,survivors,larson,threadreq,prodcons,xtstab,churn,bigset,largerand,profile
+ONLY=mallocbench,xthread,freeidle,large,survivors,larson,threadreq,prodcons,xtstab,churn,bigset,largerand,colour,profile
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) MODE=quick ;;
@@ -77,7 +79,7 @@ else
     cmake --build "$B" -j2 --target mote-malloc >/dev/null ||
         { echo "malloc/run.sh: building libmote-malloc.so failed" >&2; exit 1; }
     mkdir -p "$B/bench/malloc"
-    for p in mallocbench xthread freeidle largeloop survivors larson threadreq prodcons churn bigset largerand; do
+    for p in mallocbench xthread freeidle largeloop survivors larson threadreq prodcons churn bigset largerand colour; do
         cc -O2 -pthread -o "$B/bench/malloc/$p" "$ROOT/bench/malloc/$p.c" ||
             { echo "malloc/run.sh: building $p failed" >&2; exit 1; }
     done
@@ -198,6 +200,9 @@ for ((rep = 1; rep <= REPS; rep++)); do
     fi
     if want largerand; then
         each "$BIN/largerand" $LR_STEPS 20 5 25
+    fi
+    if want colour; then
+        for kib in 64 100 1024 4096; do each "$BIN/colour" 64 $kib 100000000; done
     fi
     if want xtstab; then # five fresh processes in a row: is it bimodal?
         # Pinned (XT_PIN=1): unpinned, the spread measured where the
@@ -365,6 +370,10 @@ table("largerand: 20 blocks of 5-25 MiB replaced at random, zero-filled (ms/step
       "largerand", by("largerand", lambda d: "%s slots" % d.get("slots")),
       [("ms/step", med("ms_per_step"), lambda v: "%.2f" % v, True),
        ("faults", med("faults"), lambda v: "%.0f" % v, True), ("peak", med("peak_rss"), mib, True)])
+table("colour: the first line of 64 big blocks read in turn (ns/read, lines)", "colour",
+      by("colour", lambda d: "%d KiB" % (int(d["size"]) >> 10)),
+      [("ns/read", med("ns_per_read"), lambda v: "%.2f" % v, True),
+       ("lines", med("lines"), lambda v: "%.0f" % v, False)])
 def stab(L):
     per = {}
     for d in L:

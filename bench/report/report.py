@@ -171,7 +171,7 @@ ALLOC_COLORS = {"mote": "#1f77b4", "glibc": "#7f7f7f", "tcmalloc": "#ff7f0e", "j
 # bench/malloc/run.sh's round-two programs: their own section, not the
 # generic throughput and free-then-idle tables.
 ROUND2_BENCHES = {"large", "survivors", "larson", "threadreq", "prodcons", "prodcons-fill", "churn", "bigset", "largerand",
-                  "xtstab", "profile-on", "profile-off", "profile-file"}
+                  "colour", "xtstab", "profile-on", "profile-off", "profile-file"}
 PALETTE = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
            "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"]
 
@@ -944,20 +944,25 @@ class Report:
                       + "; ".join("%s %s" % (a, fmt_stat(Stat(over[a]), lambda v: "%.2f" % v))
                                   for a in self.alloc_sorted(over)) + ".\n")
 
+    def malloc2_by_size(self, bench):
+        """{block size: {alloc: [runs]}} of a round-two program with size=."""
+        per_size = {}
+        for a, L in self.malloc2_rows(bench).items():
+            for d in L:
+                per_size.setdefault(int(num(d, "size", default=0)), {}).setdefault(a, []).append(d)
+        return per_size
+
     def section_malloc2(self):
         md = self.md
         if not any(self.bench_name(d) in ROUND2_BENCHES for d in self.malloc):
             return
         md.append("## 3b. Allocators, round two\n")
-        md.append("Workloads mote was not tuned for (bench/malloc/{largeloop,survivors,larson,threadreq,prodcons,churn,bigset,largerand}.c, "
+        md.append("Workloads mote was not tuned for (bench/malloc/{largeloop,survivors,larson,threadreq,prodcons,churn,bigset,largerand,colour}.c, "
                   "xthread run five times in a row), every allocator through LD_PRELOAD in the same run. Cells: "
                   "median <sub>(min–max)</sub> over repetitions; ratios are mote ÷ the best peer for that column "
                   "(below 1 is better). Plan: docs/heap-round2-plan.md.\n")
         # large blocks
-        per_size = {}
-        for a, L in self.malloc2_rows("large").items():
-            for d in L:
-                per_size.setdefault(int(num(d, "size", default=0)), {}).setdefault(a, []).append(d)
+        per_size = self.malloc2_by_size("large")
         if per_size:
             allocs = self.alloc_sorted({a for r in per_size.values() for a in r})
             md.append("**Large blocks in a loop** — malloc, write one byte per 4 KiB page, free, again "
@@ -1071,6 +1076,29 @@ class Report:
                          "pages. Cells: ms per step, peak RSS.", "largerand",
                          lambda d: "%s slots" % d.get("slots", "?"), lambda d: num(d, "ms_per_step"),
                          lambda v: "%.1f ms" % v, "", target=False)
+        # cache colour of big blocks
+        per_size = self.malloc2_by_size("colour")
+        if per_size:
+            allocs = self.alloc_sorted({a for r in per_size.values() for a in r})
+            md.append("**The first bytes of many big blocks** — 64 blocks of one size, then 8-byte reads of "
+                      "each block's first line in turn (bench/malloc/colour.c). Where every block starts on a "
+                      "page or a 64 KiB boundary, those lines share one L1 set and most reads miss. No target. "
+                      "Cells: ns per read, and on how many of a page's 64 lines the blocks start.\n")
+            md.append("| block | " + " | ".join(allocs) + " | mote vs fastest peer |")
+            md.append("|---|" + "---|" * (len(allocs) + 1))
+            rf = lambda L: Stat([num(d, "ns_per_read") for d in L])
+            lf = lambda L: Stat([num(d, "lines") for d in L])
+            for size in sorted(per_size):
+                per = per_size[size]
+                cells = ["%s, %s of 64 lines" % (fmt_stat(rf(per[a]), lambda v: "%.2f ns" % v), fmt_num(lf(per[a]).med, 0))
+                         if a in per else "—" for a in allocs]
+                b, bv = self.best_peer(per, rf)
+                mt = rf(per["mote"]).med if "mote" in per else None
+                md.append("| %s | %s | %s |" % (fmt_bytes(size), " | ".join(cells),
+                                                "%s (%s)" % (ratio_text(mt, bv), b) if mt and bv else "—"))
+                if mt and bv:
+                    self.compare("first line of 64 %s blocks" % fmt_bytes(size), mt, bv, peer_name=b)
+            md.append("")
         # xthread stability
         xs = self.malloc2_rows("xtstab")
         if xs:

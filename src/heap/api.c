@@ -197,7 +197,7 @@ static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero, bo
     void *p = NULL;
     if (keepable) {
         heap_page *pg = mote__runcache_take(
-            h, (uint32_t)((n + HEAP_SLICE_SIZE - 1) >> HEAP_SLICE_SHIFT));
+            h, (uint32_t)((n + HEAP_SLICE_SIZE - 1) >> HEAP_SLICE_SHIFT), n);
         p = pg ? pg->first : NULL;
     }
     if (!p)

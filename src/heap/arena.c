@@ -608,19 +608,23 @@ static heap_segment *cache_take_huge(size_t size, uintptr_t a, size_t *trim)
 }
 
 /* Lock held.  On a miss: the biggest cached huge block smaller than size
- * whose header is hdr (so its block keeps the alignment), to be grown with
+ * whose header is hdr (so its block keeps the alignment; or, for a block
+ * that takes a colour, hdr and up to HEAP_COLOUR_MAX more), to be grown with
  * mremap: its pages move with it, and only the new part faults (blocks of
  * varying sizes otherwise shrank in the cache, each hit cutting a tail, and
  * each miss faulted a whole new mapping: 2x glibc's time). */
-static heap_segment *cache_take_huge_smaller(size_t size, size_t hdr, uintptr_t a)
+static heap_segment *cache_take_huge_smaller(size_t size, size_t hdr, bool colour,
+                                             uintptr_t a)
 {
     heap_page *best = NULL;
     if (a > HEAP_SEG_SIZE) /* a move keeps only the unit's alignment */
         return NULL;
     for (list_node *n = arena_cache.head; n; n = n->next) {
         heap_page *pg = cache_entry(n);
-        if (pg->usable >= size || (size_t)(pg->first - pg->start) != hdr ||
-            ((uintptr_t)pg->first & (a - 1)) || (best && pg->usable <= best->usable))
+        size_t h = (size_t)(pg->first - pg->start);
+        if (pg->usable >= size || h < hdr || h - hdr > (colour ? HEAP_COLOUR_MAX : 0) ||
+            (!colour && ((uintptr_t)pg->first & (a - 1))) ||
+            (best && pg->usable <= best->usable))
             continue;
         best = pg;
     }
@@ -637,6 +641,14 @@ void *mote__arena_large_alloc(size_t size, size_t align)
     size_t extra = align > HEAP_SLICE_SIZE ? align - HEAP_SLICE_SIZE : 0;
     uint32_t n = (uint32_t)((size + extra + HEAP_SLICE_SIZE - 1) >> HEAP_SLICE_SHIFT);
     uintptr_t a = align > 16 ? align : 16;
+    /* A block of 8 slices or more that leaves its run no room for a cache
+     * colour (1 MiB, say) gets a slice more to take one in: at most 1/8
+     * more address space, and at most a page more RSS (its tail moves into
+     * the slice by the colour).  Under a memory limit the slice would
+     * count against it: none there. */
+    if (a <= 64 && n >= 8 && ((size_t)n << HEAP_SLICE_SHIFT) - size < HEAP_COLOUR_MAX &&
+        !LOAD(&arena_limit, RELAXED))
+        n++;
     bool zero = false;
     heap_lock_acquire(&mote__heap_arena_lock);
     /* A block aligned past a slice may begin inside its run, on a guarded
@@ -651,13 +663,28 @@ void *mote__arena_large_alloc(size_t size, size_t align)
     pg->kind = HEAP_PAGE_LARGE;
     page_used_set(pg, 1);
     pg->zeroed = zero;
-    pg->first = (uint8_t *)(((uintptr_t)pg->start + a - 1) & ~(a - 1));
-    pg->usable =
-        (size_t)(pg->start + ((size_t)pg->slices << HEAP_SLICE_SHIFT) - pg->first);
+    if (a <= 64) {
+        pg->usable = 0;
+        mote__arena_large_place(pg, size);
+    } else {
+        pg->first = (uint8_t *)(((uintptr_t)pg->start + a - 1) & ~(a - 1));
+        pg->usable =
+            (size_t)(pg->start + ((size_t)pg->slices << HEAP_SLICE_SHIFT) - pg->first);
+        FETCH_ADD(&st_large_inuse, pg->usable, RELAXED);
+    }
     mote__assert(pg->usable >= size);
-    FETCH_ADD(&st_large_inuse, pg->usable, RELAXED);
     heap_lock_release(&mote__heap_arena_lock);
     return pg->first;
+}
+
+void mote__arena_large_place(heap_page *pg, size_t size)
+{
+    size_t run = (size_t)pg->slices << HEAP_SLICE_SHIFT;
+    mote__assert(pg->kind == HEAP_PAGE_LARGE && size <= run);
+    size_t colour = heap_colour(pg->start, run - size);
+    FETCH_ADD(&st_large_inuse, run - colour - pg->usable, RELAXED); /* mod 2^64 */
+    pg->first = pg->start + colour;
+    pg->usable = run - colour;
 }
 
 /* Lock held.  Large block pg (used 0) is freed: its slices are free, as
@@ -784,13 +811,18 @@ static heap_segment *huge_remap(heap_segment *seg, size_t total, bool in_map)
 
 void *mote__arena_huge_alloc(size_t size, size_t align, bool for_calloc)
 {
+    /* A block that asks no alignment past 64 bytes takes a cache colour:
+     * a page more of mapping to start in (heap_colour), and any cached
+     * block, which has its own. */
+    bool colour = align <= 64;
     size_t a = align > HEAP_OS_PAGE ? align : HEAP_OS_PAGE;
     /* The header takes the block's alignment, up to one segment; a bigger
      * alignment puts it in its own segment-sized unit just below the block,
      * so any alignment costs at most one extra unit of address space. */
     size_t hdr =
         a > HEAP_SEG_SIZE ? HEAP_SEG_SIZE : (sizeof(heap_segment) + a - 1) & ~(a - 1);
-    size_t total = hdr + size + HEAP_OS_PAGE - 1;
+    size_t room = colour ? HEAP_COLOUR_MAX : 0;
+    size_t total = hdr + room + size + HEAP_OS_PAGE - 1;
     if (total < size) {
         errno = ENOMEM;
         return NULL;
@@ -799,14 +831,14 @@ void *mote__arena_huge_alloc(size_t size, size_t align, bool for_calloc)
 
     size_t trim;
     heap_lock_acquire(&mote__heap_arena_lock);
-    heap_segment *seg = cache_take_huge(size, a, &trim), *grow = NULL;
+    heap_segment *seg = cache_take_huge(size, colour ? 64 : a, &trim), *grow = NULL;
     if (seg)
         FETCH_ADD(&st_cache_hits, 1, RELAXED);
     else
         FETCH_ADD(&st_cache_misses, 1, RELAXED);
     bool ok = seg || !LOAD(&arena_limit, RELAXED) || arena_reserve(total);
     if (ok && !seg)
-        grow = cache_take_huge_smaller(size, hdr, a);
+        grow = cache_take_huge_smaller(size, hdr, colour, a);
     heap_lock_release(&mote__heap_arena_lock);
     if (!ok) {
         errno = ENOMEM;
@@ -814,11 +846,13 @@ void *mote__arena_huge_alloc(size_t size, size_t align, bool for_calloc)
     }
     if (grow) { /* its pages move into the bigger block: only the rest faults */
         size_t old = grow->map_size;
-        seg = huge_remap(grow, total, false);
+        size_t ghdr = (size_t)(grow->pages[0].first - (uint8_t *)grow);
+        size_t gtotal = (ghdr + size + HEAP_OS_PAGE - 1) & ~(HEAP_OS_PAGE - 1);
+        seg = huge_remap(grow, gtotal, false);
         if (seg) {
             heap_page *gp = &seg->pages[0];
-            gp->usable = total - hdr;
-            FETCH_ADD(&st_mapped, total - old, RELAXED);
+            gp->usable = gtotal - ghdr;
+            FETCH_ADD(&st_mapped, gtotal - old, RELAXED);
         } else {
             huge_unmap(grow);
         }
@@ -843,7 +877,7 @@ void *mote__arena_huge_alloc(size_t size, size_t align, bool for_calloc)
         }
         if (!for_calloc) /* a table allocated zeroed is often filled sparsely */
             huge_thp(base, total);
-        seg = huge_header(base, total, hdr, false);
+        seg = huge_header(base, total, hdr + heap_colour(base, room), false);
         pg = &seg->pages[0];
         pg->zeroed = 1;
         FETCH_ADD(&st_mapped, total, RELAXED);

@@ -33,7 +33,7 @@ static inline bool runcache_lock(heap_runcache *rc)
 
 static inline void runcache_unlock(heap_runcache *rc) { STORE(&rc->busy, 0, RELEASE); }
 
-heap_page *mote__runcache_take(heap_tcache *h, uint32_t slices)
+heap_page *mote__runcache_take(heap_tcache *h, uint32_t slices, size_t size)
 {
     heap_runcache *rc = &h->runs;
     if (!LOAD(&rc->slices, RELAXED) || !runcache_lock(rc))
@@ -51,9 +51,10 @@ heap_page *mote__runcache_take(heap_tcache *h, uint32_t slices)
     runcache_unlock(rc);
     if (pg) {
         mote__assert(pg->kind == HEAP_PAGE_LARGE && !page_used(pg) &&
-                     pg->first == pg->start);
+                     pg->first - pg->start <= (ptrdiff_t)HEAP_COLOUR_MAX);
         page_used_set(pg, 1);
         pg->zeroed = 0;
+        mote__arena_large_place(pg, size); /* its room may differ from the last */
     }
     return pg;
 }
@@ -63,7 +64,8 @@ bool mote__runcache_put(heap_tcache *h, heap_page *pg)
     heap_runcache *rc = &h->runs;
     mote__assert(pg->kind == HEAP_PAGE_LARGE && page_used(pg) == 1);
     if (h == &mote__heap_tcache_empty || pg->slices > HEAP_RUNCACHE_SLICES ||
-        pg->first != pg->start || mote__arena_limited() || !runcache_lock(rc))
+        pg->first - pg->start > (ptrdiff_t)HEAP_COLOUR_MAX || mote__arena_limited() ||
+        !runcache_lock(rc))
         return false;
     /* Room first: the oldest go back to the arena (after busy is dropped),
      * half the cache at a time, so a burst of frees takes the arena lock
