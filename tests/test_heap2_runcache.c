@@ -57,6 +57,37 @@ TEST(a_freed_large_block_serves_the_thread_s_next_one_of_as_many_slices)
     CHECK_EQ(kept(), 0);
 }
 
+/* A kept block starts at its cache colour for the size now asked (its run
+ * may have less room than for the block it held): it holds the request
+ * whole, ends with its run, and the bytes in use come back to where they
+ * were. */
+TEST(a_kept_block_taken_for_a_bigger_request_holds_it_whole)
+{
+    mote_mem_release();
+    uint64_t before = inuse();
+    static const size_t sizes[] = {70 << 10,         (2 << 16) - 64,   90 << 10,
+                                   (2 << 16) - 1000, (2 << 16) - 4032, 66 << 10};
+    char *first = NULL;
+    for (int round = 0; round < 20; round++) {
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+            char *p = mote_malloc(sizes[k]);
+            CHECK(p != NULL && (uintptr_t)p % 64 == 0);
+            if (!first)
+                first = p;
+            /* the same kept run each time, whatever the colour */
+            CHECK((uintptr_t)p >> HEAP_SLICE_SHIFT ==
+                  (uintptr_t)first >> HEAP_SLICE_SHIFT);
+            size_t us = mote_usable_size(p);
+            CHECK(us >= sizes[k] && ((uintptr_t)p + us) % HEAP_SLICE_SIZE == 0);
+            memset(p, (int)k, us);
+            mote_free(p);
+        }
+    }
+    mote_mem_release();
+    CHECK_EQ(kept(), 0);
+    CHECK_EQ(inuse(), before);
+}
+
 TEST(only_blocks_of_few_slices_at_the_start_of_their_run_are_kept)
 {
     mote_mem_release();

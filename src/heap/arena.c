@@ -667,6 +667,7 @@ void *mote__arena_large_alloc(size_t size, size_t align)
         pg->usable = 0;
         mote__arena_large_place(pg, size);
     } else {
+        pg->aligned = 1;
         pg->first = (uint8_t *)(((uintptr_t)pg->start + a - 1) & ~(a - 1));
         pg->usable =
             (size_t)(pg->start + ((size_t)pg->slices << HEAP_SLICE_SHIFT) - pg->first);

@@ -134,6 +134,8 @@ typedef struct __attribute__((aligned(128))) heap_page {
                           read it */
     uint8_t in_full;   /* 1 while out of its class queue */
     uint8_t dirty;     /* bitmap: free blocks may be resident (atomic) */
+    uint8_t aligned;   /* large: asked an alignment past 64 bytes (its block may
+                          start past its first slice; runcache.c keeps none) */
     uint32_t allocs;   /* bitmap: blocks handed out, ever (atomic, owner) */
     uint32_t since_ms; /* bitmap: last free into the page (atomic) */
     union {

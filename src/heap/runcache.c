@@ -7,9 +7,10 @@
  *
  * Invariants:
  *   - a kept block is a large page with used 0 (so a second free of it is
- *     caught, as for any large block), its block at the start of its run
- *     (no alignment to keep), still counted in the arena's large in-use
- *     bytes (the stats subtract what the caches keep);
+ *     caught, as for any large block), that asked no alignment past 64
+ *     bytes (a take gives it the cache colour of its new size), still
+ *     counted in the arena's large in-use bytes (the stats subtract what
+ *     the caches keep);
  *   - pg[0..n) is oldest first; slices is the sum of their slices, at most
  *     HEAP_RUNCACHE_MAX; put_ms is when the newest came in.
  * Locking: busy is a try-lock, never waited for.  The owner takes it for
@@ -50,8 +51,7 @@ heap_page *mote__runcache_take(heap_tcache *h, uint32_t slices, size_t size)
     }
     runcache_unlock(rc);
     if (pg) {
-        mote__assert(pg->kind == HEAP_PAGE_LARGE && !page_used(pg) &&
-                     pg->first - pg->start <= (ptrdiff_t)HEAP_COLOUR_MAX);
+        mote__assert(pg->kind == HEAP_PAGE_LARGE && !page_used(pg) && !pg->aligned);
         page_used_set(pg, 1);
         pg->zeroed = 0;
         mote__arena_large_place(pg, size); /* its room may differ from the last */
@@ -64,8 +64,7 @@ bool mote__runcache_put(heap_tcache *h, heap_page *pg)
     heap_runcache *rc = &h->runs;
     mote__assert(pg->kind == HEAP_PAGE_LARGE && page_used(pg) == 1);
     if (h == &mote__heap_tcache_empty || pg->slices > HEAP_RUNCACHE_SLICES ||
-        pg->first - pg->start > (ptrdiff_t)HEAP_COLOUR_MAX || mote__arena_limited() ||
-        !runcache_lock(rc))
+        pg->aligned || mote__arena_limited() || !runcache_lock(rc))
         return false;
     /* Room first: the oldest go back to the arena (after busy is dropped),
      * half the cache at a time, so a burst of frees takes the arena lock
