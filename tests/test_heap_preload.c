@@ -158,7 +158,8 @@ static int inner(void)
     CHECK(m1.arena >= m1.uordblks && m1.fordblks <= m1.arena);
     CHECK_EQ(m1.hblks, m0.hblks + 1);
     /* (up to a page more: the block's cache colour, heap_colour) */
-    CHECK(m1.hblkhd > m0.hblkhd + (10 << 20) && m1.hblkhd <= m0.hblkhd + (10 << 20) + 4096);
+    CHECK(m1.hblkhd > m0.hblkhd + (10 << 20) &&
+          m1.hblkhd <= m0.hblkhd + (10 << 20) + 4096);
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
     CHECK(mallinfo().uordblks >= (10 << 20)); /* the old form, still called */
