@@ -63,8 +63,9 @@
 uint8_t mote__heap_segmap[HEAP_SEGMAP_LEN];
 heap_lock mote__heap_arena_lock = HEAP_LOCK_INIT;
 
-static list arena_avail; /* segments with free slices (avail_link) */
-static list arena_all;   /* every small segment (all_link) */
+static list arena_avail;    /* segments with free slices (avail_link) */
+static uint32_t colour_seq; /* coloured big blocks handed out (heap_colour) */
+static list arena_all;      /* every small segment (all_link) */
 
 static inline heap_segment *avail_first(void)
 {
@@ -665,7 +666,7 @@ void *mote__arena_large_alloc(size_t size, size_t align)
     pg->zeroed = zero;
     if (a <= 64) {
         pg->usable = 0;
-        mote__arena_large_place(pg, size);
+        mote__arena_large_place(pg, size, colour_seq++);
     } else {
         pg->aligned = 1;
         pg->first = (uint8_t *)(((uintptr_t)pg->start + a - 1) & ~(a - 1));
@@ -678,11 +679,11 @@ void *mote__arena_large_alloc(size_t size, size_t align)
     return pg->first;
 }
 
-void mote__arena_large_place(heap_page *pg, size_t size)
+void mote__arena_large_place(heap_page *pg, size_t size, uint32_t seq)
 {
     size_t run = (size_t)pg->slices << HEAP_SLICE_SHIFT;
     mote__assert(pg->kind == HEAP_PAGE_LARGE && size <= run);
-    size_t colour = heap_colour(pg->start, run - size);
+    size_t colour = heap_colour(seq, run - size);
     FETCH_ADD(&st_large_inuse, run - colour - pg->usable, RELAXED); /* mod 2^64 */
     pg->first = pg->start + colour;
     pg->usable = run - colour;
@@ -832,6 +833,7 @@ void *mote__arena_huge_alloc(size_t size, size_t align, bool for_calloc)
 
     size_t trim;
     heap_lock_acquire(&mote__heap_arena_lock);
+    uint32_t seq = colour ? colour_seq++ : 0;
     heap_segment *seg = cache_take_huge(size, colour ? 64 : a, &trim), *grow = NULL;
     if (seg)
         FETCH_ADD(&st_cache_hits, 1, RELAXED);
@@ -864,6 +866,13 @@ void *mote__arena_huge_alloc(size_t size, size_t align, bool for_calloc)
         if (trim)
             mote__os_release(pg->first + pg->usable, trim);
         pg->zeroed = 0;
+        if (colour && !grow) { /* a colour of its own, in the room it has (a
+                                  grown one was mapped for the one it had) */
+            uint8_t *end = pg->first + pg->usable;
+            pg->first = seg->map_base + hdr +
+                        heap_colour(seq, (size_t)(end - seg->map_base) - hdr - size);
+            pg->usable = (size_t)(end - pg->first);
+        }
     } else {
         uint8_t *base = huge_map(total, hdr, a);
         if (!base) {
@@ -878,7 +887,7 @@ void *mote__arena_huge_alloc(size_t size, size_t align, bool for_calloc)
         }
         if (!for_calloc) /* a table allocated zeroed is often filled sparsely */
             huge_thp(base, total);
-        seg = huge_header(base, total, hdr + heap_colour(base, room), false);
+        seg = huge_header(base, total, hdr + heap_colour(seq, room), false);
         pg = &seg->pages[0];
         pg->zeroed = 1;
         FETCH_ADD(&st_mapped, total, RELAXED);

@@ -299,6 +299,7 @@ typedef struct heap_rbuf {
 #define HEAP_RUNCACHE_MAX    16 /* slices: 1 MiB */
 typedef struct heap_runcache {
     int busy;        /* 1 while the owner or the scavenger works on it */
+    uint32_t colour; /* blocks taken: the next one's cache colour (busy) */
     uint32_t n;      /* blocks in pg[], oldest first (under busy) */
     uint32_t slices; /* slices they hold (atomic: stats and scavenger read it) */
     uint32_t put_ms; /* when the newest came in (atomic, as slices) */
@@ -463,8 +464,8 @@ void mote__arena_page_free(heap_page *pg); /* arena lock held */
 void *mote__arena_large_alloc(size_t size, size_t align);
 /* Large page pg (in use, pg->usable counted in the stats, 0 for a new one)
  * holds a block of size bytes with no alignment past 64: sets its first and
- * usable, at its cache colour (heap_colour). */
-void mote__arena_large_place(heap_page *pg, size_t size);
+ * usable, at the seq-th cache colour (heap_colour). */
+void mote__arena_large_place(heap_page *pg, size_t size, uint32_t seq);
 void mote__arena_large_free(heap_page *pg);
 /* Large blocks a thread cache kept (not in use: used 0), back to the arena
  * under one lock, free since that ms clock for the decay. */
@@ -520,22 +521,26 @@ static inline heap_segment *heap_segment_of(const void *p)
  * of 64 buffers in turn misses in L1 at each read (bench/malloc/colour.c:
  * 0.63 against 0.35 ns per read, glibc's and jemalloc's, whose big blocks
  * start at varied offsets).  So a block that asks no alignment past 64
- * bytes starts up to HEAP_COLOUR_MAX bytes into its run, at a line its
- * run's address picks: within the slack its run has anyway (a large block),
- * or within one page more of mapping (a huge one).  The same address gives
- * the same colour, so a loop that takes the same run again writes the same
- * lines, and a block never leaves the first page (or slice) of its run,
- * where its descriptor is found. */
+ * bytes starts up to HEAP_COLOUR_MAX bytes into its run: within the slack
+ * its run has anyway (a large block), or within one page more of mapping
+ * (a huge one), never leaving the run's first page (or slice), where its
+ * descriptor is found.  The line comes from a count of such allocations,
+ * not from the run: a run taken again and again (a loop, a cached block)
+ * takes every line in turn, so a line that happens to be slow to write on
+ * some host costs a loop its share, not all of it (with the run's address
+ * deciding, 5 runs of largeloop's 4 MiB loop took 6.1 or 7.4-10 us by the
+ * address the run got). */
 #define HEAP_COLOUR_MAX (HEAP_OS_PAGE - 64)
 
-/* The offset of a block that run (at its start address) holds, with room
- * bytes to spare: a multiple of 64, at most room and HEAP_COLOUR_MAX. */
-static inline size_t heap_colour(const void *run, size_t room)
+/* The offset in its run of the seq-th coloured block, with room bytes to
+ * spare: a multiple of 64, at most room and HEAP_COLOUR_MAX.  Consecutive
+ * counts spread over the lines (a Weyl sequence). */
+static inline size_t heap_colour(uint32_t seq, size_t room)
 {
     size_t lines = (room < HEAP_COLOUR_MAX ? room : HEAP_COLOUR_MAX) >> 6;
     if (!lines)
         return 0;
-    uint64_t h = (uint64_t)((uintptr_t)run >> 12) * 0x9E3779B97F4A7C15ULL;
+    uint64_t h = (uint64_t)seq * 0x9E3779B97F4A7C15ULL;
     return (size_t)((h >> 32) % (lines + 1)) << 6;
 }
 

@@ -40,6 +40,7 @@ heap_page *mote__runcache_take(heap_tcache *h, uint32_t slices, size_t size)
     if (!LOAD(&rc->slices, RELAXED) || !runcache_lock(rc))
         return NULL;
     heap_page *pg = NULL;
+    uint32_t seq = 0;
     for (uint32_t i = rc->n; i-- > 0;) { /* newest first: the warmest */
         if (rc->pg[i]->slices != slices)
             continue;
@@ -47,6 +48,7 @@ heap_page *mote__runcache_take(heap_tcache *h, uint32_t slices, size_t size)
         rc->n--;
         memmove(&rc->pg[i], &rc->pg[i + 1], (rc->n - i) * sizeof rc->pg[0]);
         STORE(&rc->slices, LOAD(&rc->slices, RELAXED) - slices, RELAXED);
+        seq = rc->colour++;
         break;
     }
     runcache_unlock(rc);
@@ -54,7 +56,7 @@ heap_page *mote__runcache_take(heap_tcache *h, uint32_t slices, size_t size)
         mote__assert(pg->kind == HEAP_PAGE_LARGE && !page_used(pg) && !pg->aligned);
         page_used_set(pg, 1);
         pg->zeroed = 0;
-        mote__arena_large_place(pg, size); /* its room may differ from the last */
+        mote__arena_large_place(pg, size, seq); /* its room may differ from the last */
     }
     return pg;
 }
