@@ -49,7 +49,11 @@
  *     placed side by side) or share one with its neighbour, which mremap
  *     cannot resize: it shrinks by an munmap of its tail, grows in place
  *     only where the address space after it is free, and otherwise moves
- *     whole into a new mapping (huge_remap).
+ *     whole into a new mapping (huge_remap);
+ *   - a large or huge block that asked no alignment past 64 bytes starts at
+ *     a cache colour (heap_colour) in its run's first page, the colour_seq-th;
+ *     its descriptor's first and usable say where, and aligned marks a large
+ *     one that asked more.
  * Counters are atomics so metrics can read them without the lock.
  */
 #include <errno.h>
@@ -64,8 +68,8 @@ uint8_t mote__heap_segmap[HEAP_SEGMAP_LEN];
 heap_lock mote__heap_arena_lock = HEAP_LOCK_INIT;
 
 static list arena_avail;    /* segments with free slices (avail_link) */
-static uint32_t colour_seq; /* coloured big blocks handed out (heap_colour) */
 static list arena_all;      /* every small segment (all_link) */
+static uint32_t colour_seq; /* coloured big blocks handed out (heap_colour) */
 
 static inline heap_segment *avail_first(void)
 {
