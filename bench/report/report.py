@@ -944,6 +944,32 @@ class Report:
                       + "; ".join("%s %s" % (a, fmt_stat(Stat(over[a]), lambda v: "%.2f" % v))
                                   for a in self.alloc_sorted(over)) + ".\n")
 
+    def malloc2_size_table(self, bench, intro, timef, cellf, compare_label):
+        """A round-two table with a row per block size: each allocator's cell
+        (cellf of its runs) and mote's timef against the fastest peer's.
+        Returns {size: (runs per allocator, mote's median, best peer, its median)}."""
+        per_size = self.malloc2_by_size(bench)
+        if not per_size:
+            return {}
+        md = self.md
+        allocs = self.alloc_sorted({a for r in per_size.values() for a in r})
+        md.append(intro)
+        md.append("| block | " + " | ".join(allocs) + " | mote vs fastest peer |")
+        md.append("|---|" + "---|" * (len(allocs) + 1))
+        rows = {}
+        for size in sorted(per_size):
+            per = per_size[size]
+            cells = [cellf(per[a]) if a in per else "—" for a in allocs]
+            b, bv = self.best_peer(per, timef)
+            mt = timef(per["mote"]).med if "mote" in per else None
+            md.append("| %s | %s | %s |" % (fmt_bytes(size), " | ".join(cells),
+                                            "%s (%s)" % (ratio_text(mt, bv), b) if mt and bv else "—"))
+            if mt and bv:
+                self.compare(compare_label % fmt_bytes(size), mt, bv, peer_name=b)
+            rows[size] = (per, mt, b, bv)
+        md.append("")
+        return rows
+
     def malloc2_by_size(self, bench):
         """{block size: {alloc: [runs]}} of a round-two program with size=."""
         per_size = {}
@@ -962,33 +988,20 @@ class Report:
                   "median <sub>(min–max)</sub> over repetitions; ratios are mote ÷ the best peer for that column "
                   "(below 1 is better). Plan: docs/heap-round2-plan.md.\n")
         # large blocks
-        per_size = self.malloc2_by_size("large")
-        if per_size:
-            allocs = self.alloc_sorted({a for r in per_size.values() for a in r})
-            md.append("**Large blocks in a loop** — malloc, write one byte per 4 KiB page, free, again "
-                      "(bench/malloc/largeloop.c). Time per op, page faults per op after the first pass.\n")
-            md.append("| block | " + " | ".join(allocs) + " | mote vs fastest peer |")
-            md.append("|---|" + "---|" * (len(allocs) + 1))
-            tf = lambda L: Stat([num(d, "ns_per_op") for d in L])
-            ff = lambda L: Stat([num(d, "faults_per_op") for d in L])
-            for size in sorted(per_size):
-                per = per_size[size]
-                cells = ["%s, %s flt" % (fmt_stat(tf(per[a]), fmt_ns), fmt_num(ff(per[a]).med, 1)) if a in per else "—"
-                         for a in allocs]
-                b, bv = self.best_peer(per, tf)
-                mt = tf(per["mote"]).med if "mote" in per else None
-                md.append("| %s | %s | %s |" % (fmt_bytes(size), " | ".join(cells),
-                                                "%s (%s)" % (ratio_text(mt, bv), b) if mt and bv else "—"))
-                if mt and bv:
-                    self.compare("large %s loop" % fmt_bytes(size), mt, bv, peer_name=b)
-                if size == 4 * MiB:
-                    mf = ff(per["mote"]).med if "mote" in per else None
-                    ok = (mt <= 1.1 * bv and mf is not None and mf < 0.5) if (mt and bv) else None
-                    self.add_summary("allocator round 2", "alloc/free 4 MiB in a loop: ≤ 1.1× best peer's time, "
-                                     "no page faults after the first pass",
-                                     "mote %s/op, %s faults/op; best peer %s %s: %.3g×" % (
-                                         fmt_ns(mt), fmt_num(mf, 1), b, fmt_ns(bv), mt / bv) if mt and bv else "—", ok)
-            md.append("")
+        tf = lambda L: Stat([num(d, "ns_per_op") for d in L])
+        ff = lambda L: Stat([num(d, "faults_per_op") for d in L])
+        rows = self.malloc2_size_table(
+            "large", "**Large blocks in a loop** — malloc, write one byte per 4 KiB page, free, again "
+            "(bench/malloc/largeloop.c). Time per op, page faults per op after the first pass.\n", tf,
+            lambda L: "%s, %s flt" % (fmt_stat(tf(L), fmt_ns), fmt_num(ff(L).med, 1)), "large %s loop")
+        if 4 * MiB in rows:
+            per, mt, b, bv = rows[4 * MiB]
+            mf = ff(per["mote"]).med if "mote" in per else None
+            ok = (mt <= 1.1 * bv and mf is not None and mf < 0.5) if (mt and bv) else None
+            self.add_summary("allocator round 2", "alloc/free 4 MiB in a loop: ≤ 1.1× best peer's time, "
+                             "no page faults after the first pass",
+                             "mote %s/op, %s faults/op; best peer %s %s: %.3g×" % (
+                                 fmt_ns(mt), fmt_num(mf, 1), b, fmt_ns(bv), mt / bv) if mt and bv else "—", ok)
         # survivors
         sv = self.malloc2_rows("survivors")
         if sv:
@@ -1077,28 +1090,15 @@ class Report:
                          lambda d: "%s slots" % d.get("slots", "?"), lambda d: num(d, "ms_per_step"),
                          lambda v: "%.1f ms" % v, "", target=False)
         # cache colour of big blocks
-        per_size = self.malloc2_by_size("colour")
-        if per_size:
-            allocs = self.alloc_sorted({a for r in per_size.values() for a in r})
-            md.append("**The first bytes of many big blocks** — 64 blocks of one size, then 8-byte reads of "
-                      "each block's first line in turn (bench/malloc/colour.c). Where every block starts on a "
-                      "page or a 64 KiB boundary, those lines share one L1 set and most reads miss. No target. "
-                      "Cells: ns per read, and on how many of a page's 64 lines the blocks start.\n")
-            md.append("| block | " + " | ".join(allocs) + " | mote vs fastest peer |")
-            md.append("|---|" + "---|" * (len(allocs) + 1))
-            rf = lambda L: Stat([num(d, "ns_per_read") for d in L])
-            lf = lambda L: Stat([num(d, "lines") for d in L])
-            for size in sorted(per_size):
-                per = per_size[size]
-                cells = ["%s, %s of 64 lines" % (fmt_stat(rf(per[a]), lambda v: "%.2f ns" % v), fmt_num(lf(per[a]).med, 0))
-                         if a in per else "—" for a in allocs]
-                b, bv = self.best_peer(per, rf)
-                mt = rf(per["mote"]).med if "mote" in per else None
-                md.append("| %s | %s | %s |" % (fmt_bytes(size), " | ".join(cells),
-                                                "%s (%s)" % (ratio_text(mt, bv), b) if mt and bv else "—"))
-                if mt and bv:
-                    self.compare("first line of 64 %s blocks" % fmt_bytes(size), mt, bv, peer_name=b)
-            md.append("")
+        rf = lambda L: Stat([num(d, "ns_per_read") for d in L])
+        lf = lambda L: Stat([num(d, "lines") for d in L])
+        self.malloc2_size_table(
+            "colour", "**The first bytes of many big blocks** — 64 blocks of one size, then 8-byte reads of "
+            "each block's first line in turn (bench/malloc/colour.c). Where every block starts on a "
+            "page or a 64 KiB boundary, those lines share one L1 set and most reads miss. No target. "
+            "Cells: ns per read, and on how many of a page's 64 lines the blocks start.\n", rf,
+            lambda L: "%s, %s of 64 lines" % (fmt_stat(rf(L), lambda v: "%.2f ns" % v), fmt_num(lf(L).med, 0)),
+            "first line of 64 %s blocks")
         # xthread stability
         xs = self.malloc2_rows("xtstab")
         if xs:
