@@ -58,7 +58,7 @@ while [ $# -gt 0 ]; do
     --json) JSON=$(realpath -m "$2"); shift ;;
     --csv) CSV=$(realpath -m "$2"); shift ;;
     --only) ONLY=$2; shift ;;
-    -h | --help) sed -n '2,38p' "$0"; exit 0 ;;
+    -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
     *) echo "malloc/run.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
