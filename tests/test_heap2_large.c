@@ -22,6 +22,7 @@
 #include "check.h"
 #include "heap/heap.h"
 #include "heap/internal.h"
+#include "heap_test.h"
 #include "mote.h"
 
 static long minflt(void)
@@ -36,14 +37,6 @@ static void touch(char *p, size_t n, char v)
     for (size_t off = 0; off < n; off += 4096)
         p[off] = v;
     p[n - 1] = v;
-}
-
-/* Whether two blocks start in the same page: the same run or mapping,
- * whatever cache colour each took (a big block starts in its run's first
- * page, or the page after a huge block's header). */
-static bool same_run(const void *a, const void *b)
-{
-    return (uintptr_t)a / HEAP_OS_PAGE == (uintptr_t)b / HEAP_OS_PAGE;
 }
 
 /* The slice a large block starts in: its run's, whatever its colour. */
@@ -73,7 +66,7 @@ TEST(big_block_loop_takes_no_fault_after_the_first_pass)
         for (int i = 0; i < 50; i++) {
             char *q = mote_malloc(n);
             CHECK(q != NULL);
-            CHECK(same_run(q, p)); /* the freed block came back */
+            CHECK(heap_test_same_run(q, p)); /* the freed block came back */
             touch(q, n, (char)i);
             mote_free(q);
         }
@@ -94,7 +87,7 @@ TEST(calloc_of_a_cached_block_is_zero)
         memset(p, 0x5a, n);
         mote_free(p);
         char *q = mote_calloc(1, n);
-        CHECK(same_run(q, p));
+        CHECK(heap_test_same_run(q, p));
         for (size_t i = 0; i < n; i += 512)
             CHECK(q[i] == 0);
         CHECK(q[n - 1] == 0);
@@ -112,7 +105,7 @@ TEST(a_bigger_cached_block_serves_a_smaller_request)
     /* takes it; what lies a segment past the request stays cached, a
      * mapping of its own, and serves the next request warm */
     char *q = mote_malloc(5 << 20);
-    CHECK(same_run(q, p));
+    CHECK(heap_test_same_run(q, p));
     CHECK(mote_usable_size(q) >= (5u << 20));
     CHECK(mote_usable_size(q) < (5u << 20) + HEAP_SEG_SIZE);
     char *r = mote_malloc(30 << 20);
@@ -124,7 +117,7 @@ TEST(a_bigger_cached_block_serves_a_smaller_request)
     mote_free(q);
     mote_free(r);
     char *w = mote_malloc(39 << 20);
-    CHECK(same_run(w, p));
+    CHECK(heap_test_same_run(w, p));
     CHECK_EQ(arena().mapped, mapped);
     mote_free(w);
     /* a freed large block's slices serve a smaller one, only what it needs */
@@ -163,7 +156,7 @@ TEST(freed_large_blocks_merge_and_serve_a_bigger_one_warm)
         mote_free(a[i]);
     long f0 = minflt();
     char *y = mote_malloc(WHOLE);
-    CHECK(same_run(y, x));
+    CHECK(heap_test_same_run(y, x));
     touch(y, WHOLE, 3);
     long faults = minflt() - f0;
     if (!TEST_SANITIZED)
@@ -385,7 +378,7 @@ static unsigned lines_of(char *const *v, int n)
 {
     uint64_t seen = 0;
     for (int i = 0; i < n; i++)
-        seen |= 1ULL << (((uintptr_t)v[i] >> 6) & 63);
+        seen |= heap_test_line_bit(v[i]);
     return (unsigned)__builtin_popcountll(seen);
 }
 
@@ -449,15 +442,15 @@ TEST(a_block_taken_again_and_again_takes_every_line_in_turn)
     static const size_t sizes[] = {100 << 10, 1 << 20, 4 << 20};
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
         mote_mem_release();
-        uintptr_t first = 0;
+        uintptr_t first = 0; /* (an address only: its block is freed) */
         uint64_t seen = 0;
         for (int i = 0; i < N; i++) {
             char *p = mote_malloc(sizes[k]);
             CHECK(p != NULL);
             if (!first)
                 first = (uintptr_t)p;
-            CHECK((uintptr_t)p / HEAP_OS_PAGE == first / HEAP_OS_PAGE); /* same run */
-            seen |= 1ULL << (((uintptr_t)p >> 6) & 63);
+            CHECK(heap_test_same_run(p, (const void *)first));
+            seen |= heap_test_line_bit(p);
             p[sizes[k] - 1] = 1;
             mote_free(p);
         }
@@ -718,7 +711,7 @@ TEST(a_block_split_from_a_cached_one_grows_past_its_neighbour)
     mote_free(p);
     unsigned char *q = mote_malloc(5 << 20);
     unsigned char *r = mote_malloc(30 << 20); /* the rest, right after q */
-    CHECK(same_run(q, p) && r > q);
+    CHECK(heap_test_same_run(q, p) && r > q);
     fill_pages(q, 0, 5 << 20, 3);
     fill_pages(r, 0, 30 << 20, 4);
     unsigned char *g = mote_realloc(q, 12 << 20);

@@ -17,15 +17,8 @@
 #include "check.h"
 #include "heap/heap.h"
 #include "heap/internal.h"
+#include "heap_test.h"
 #include "mote.h"
-
-/* Whether two blocks start in the same page: the same run or mapping,
- * whatever cache colour each took (a big block starts in its run's first
- * page, or the page after a huge block's header). */
-static bool same_run(const void *a, const void *b)
-{
-    return (uintptr_t)a / HEAP_OS_PAGE == (uintptr_t)b / HEAP_OS_PAGE;
-}
 
 static uint64_t kept(void) { return mote__runcache_bytes(); }
 
@@ -51,12 +44,12 @@ TEST(a_freed_large_block_serves_the_thread_s_next_one_of_as_many_slices)
     char *other = mote_malloc(40 << 10);          /* 1 slice: not that one */
     CHECK(other != NULL && other != p);
     char *q = mote_malloc(70 << 10); /* 2 slices */
-    CHECK(same_run(q, p));
+    CHECK(heap_test_same_run(q, p));
     CHECK_EQ(kept(), 0);
     CHECK(mote_usable_size(q) >= (70u << 10));
     mote_free(q);
     char *z = mote_calloc(1, n);
-    CHECK(same_run(z, p));
+    CHECK(heap_test_same_run(z, p));
     for (size_t i = 0; i < n; i += 61)
         CHECK(z[i] == 0);
     mote_free(z);
@@ -230,7 +223,7 @@ static void *free_and_reuse(void *arg)
     mote_free(p);
     CHECK_EQ(kept(), 2 * HEAP_SLICE_SIZE);
     char *q = mote_malloc(90 << 10);
-    CHECK(same_run(q, p));
+    CHECK(heap_test_same_run(q, p));
     return q;
 }
 
@@ -244,7 +237,7 @@ TEST(a_block_freed_on_another_thread_serves_that_thread)
     void *q = NULL;
     CHECK_EQ(pthread_create(&t, NULL, free_and_reuse, p), 0);
     CHECK_EQ(pthread_join(t, &q), 0);
-    CHECK(same_run(q, p));
+    CHECK(heap_test_same_run(q, p));
     mote_free(q);
     mote_mem_release();
 }
