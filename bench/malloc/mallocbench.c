@@ -12,8 +12,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 #include <time.h>
+
+#include "mbutil.h"
 
 static long ops = 2000000, slots = 1000, minsz = 16, maxsz = 4096;
 static pthread_barrier_t start;
@@ -74,10 +75,8 @@ int main(int argc, char **argv)
         pthread_join(t[i], NULL);
     clock_gettime(CLOCK_MONOTONIC, &b);
     double secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    printf("bench=mallocbench threads=%d mops=%.2f peak_rss=%lld secs=%.3f\n", threads,
-           (double)ops * threads / secs / 1e6, (long long)ru.ru_maxrss * 1024, secs);
+    printf("bench=mallocbench threads=%d mops=%.2f peak_rss=%ld secs=%.3f\n", threads,
+           (double)ops * threads / secs / 1e6, mb_maxrss(), secs);
     free(t);
     return 0;
 }

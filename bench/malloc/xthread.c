@@ -27,8 +27,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 #include <time.h>
+
+#include "mbutil.h"
 
 enum { RING = 4096, PUBLISH = 64 };
 typedef struct pair {
@@ -157,11 +158,8 @@ int main(int argc, char **argv)
         pthread_join(t[i], NULL);
     clock_gettime(CLOCK_MONOTONIC, &b);
     double secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    printf("bench=xthread threads=%d mops=%.2f peak_rss=%lld secs=%.3f pinned=%d\n",
-           2 * pairs, (double)blocks * pairs / secs / 1e6, (long long)ru.ru_maxrss * 1024,
-           secs, ncpus >= 2);
+    printf("bench=xthread threads=%d mops=%.2f peak_rss=%ld secs=%.3f pinned=%d\n",
+           2 * pairs, (double)blocks * pairs / secs / 1e6, mb_maxrss(), secs, ncpus >= 2);
     free(t);
     free(ps);
     return 0;
