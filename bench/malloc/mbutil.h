@@ -52,9 +52,9 @@ static inline long mb_minflt(void)
  * ru_maxrss only where /proc cannot be read.  ru_maxrss keeps the peak of
  * the image before exec (a fork of the shell or of python that started us),
  * and since Linux 6.2 getrusage reads the RSS counters without their
- * per-CPU parts, lagging the truth by up to 64 pages a CPU: a program that
- * touched 6 MiB read 5.6 MiB there (VmHWM and statm: 6 MiB), and
- * threadreq's peak read 0.2-0.3 MiB below its own RSS at the end. */
+ * per-CPU parts, lagging the truth by up to 64 pages a CPU: a program at
+ * 7.50 MiB (VmHWM and statm) read 7.30 MiB there, and threadreq's peak
+ * read 0.2-0.3 MiB below its own RSS at the end. */
 static inline long mb_maxrss(void)
 {
     char buf[4096];
