@@ -85,10 +85,39 @@ static void heap_config_load(void)
     }
 }
 
+/* Whether the heap's own records say p is a block that is free already, so
+ * the report can say "double free" (see docs/heap.md, "What an invalid
+ * free does", for when it can tell).  Reads only memory the segment map
+ * says is a small segment's; racy reads are fine on the way to abort. */
+static bool heap_free_already(const void *p)
+{
+    uintptr_t u = (uintptr_t)p, idx = u >> HEAP_SEG_SHIFT;
+    if (idx >= HEAP_SEGMAP_LEN || heap_segmap_get(idx) != 1)
+        return false; /* a freed huge block left the map: it cannot tell */
+    heap_segment *seg = (heap_segment *)(u & ~HEAP_SEG_MASK);
+    unsigned slice = (unsigned)(u >> HEAP_SLICE_SHIFT) & (HEAP_SLICES - 1);
+    const heap_page *pg = LOAD(&seg->map[slice], RELAXED);
+    if (!pg) /* a freed large block's first slice stays guarded */
+        return slice && (LOAD(&seg->guard_mask, RELAXED) >> slice & 1) &&
+               (u & (HEAP_SLICE_SIZE - 1)) < HEAP_OS_PAGE && !(u & 63);
+    uint8_t kind = LOAD(&pg->kind, RELAXED);
+    if (kind == HEAP_PAGE_LARGE) /* kept in a run cache */
+        return LOAD(&pg->first, RELAXED) == p && page_used(pg) == 0;
+    if (kind != HEAP_PAGE_SMALL && kind != HEAP_PAGE_BITMAP)
+        return false;
+    uint64_t off = u - (uintptr_t)pg->start, i = (off * pg->div_magic) >> 40;
+    if (i * pg->bsize != off || !page_carved(pg, off))
+        return false;
+    if (kind == HEAP_PAGE_BITMAP && i < 64 && (LOAD(&pg->bits, RELAXED) >> i & 1))
+        return true;
+    return ((const heap_block *)p)->cookie == (u ^ mote__heap_key);
+}
+
 void mote__heap_invalid_free(const void *p, const char *what)
 {
-    char buf[128];
-    snprintf(buf, sizeof buf, "mote: %s(): invalid pointer %p\n", what, p);
+    char buf[160];
+    snprintf(buf, sizeof buf, "mote: %s(): invalid pointer %p%s\n", what, p,
+             heap_free_already(p) ? ": a double free (the block is free already)" : "");
     mote__os_write_err(buf);
     abort();
 }
@@ -470,13 +499,12 @@ HEAP_INLINE void *heap_realloc(void *p, size_t n)
     }
     heap_page *pg = heap_page_of(p, "realloc");
     size_t us = heap_page_usable(pg);
+    /* A block free already: caught here, before a copy would read it and
+     * whatever way out it takes (free's own check would name free). */
+    if ((pg->kind == HEAP_PAGE_SMALL || pg->kind == HEAP_PAGE_BITMAP) &&
+        HEAP_UNLIKELY(((const heap_block *)p)->cookie == ((uintptr_t)p ^ mote__heap_key)))
+        mote__heap_invalid_free(p, "realloc");
     if (n <= us && n >= us / 2) {
-        /* Kept in place: the one way out that does not hand p to free,
-         * whose cookie check catches a block that is free already. */
-        if ((pg->kind == HEAP_PAGE_SMALL || pg->kind == HEAP_PAGE_BITMAP) &&
-            HEAP_UNLIKELY(((const heap_block *)p)->cookie ==
-                          ((uintptr_t)p ^ mote__heap_key)))
-            mote__heap_invalid_free(p, "realloc");
         if ((pg->kind == HEAP_PAGE_LARGE || pg->kind == HEAP_PAGE_HUGE) &&
             HEAP_UNLIKELY(LOAD(&mote__prof_on, RELAXED)))
             heap_prof_resized(pg, p, n);
