@@ -46,13 +46,8 @@ static __thread long long live_pend; /* this thread's changes not yet added */
 
 static void live_flush(void)
 {
-    long long v =
-        atomic_fetch_add_explicit(&live_now, live_pend, memory_order_relaxed) + live_pend;
+    mb_live_add(&live_now, &live_top, live_pend);
     live_pend = 0;
-    long long top = atomic_load_explicit(&live_top, memory_order_relaxed);
-    while (v > top && !atomic_compare_exchange_weak_explicit(
-                          &live_top, &top, v, memory_order_relaxed, memory_order_relaxed))
-        ;
 }
 
 static void live_add(long long d)

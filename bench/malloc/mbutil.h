@@ -9,6 +9,7 @@
 #define MOTE_MBUTIL_H
 
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,19 @@ static inline long mb_maxrss(void)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return ru.ru_maxrss * 1024L;
+}
+
+/* Adds d to *now, the bytes a program holds, and raises *top, their most at
+ * once, to the sum if it is higher (prodcons and churn report it as
+ * live_peak). */
+static inline void mb_live_add(_Atomic(long long) *now, _Atomic(long long) *top,
+                               long long d)
+{
+    long long v = atomic_fetch_add_explicit(now, d, memory_order_relaxed) + d;
+    long long t = atomic_load_explicit(top, memory_order_relaxed);
+    while (v > t && !atomic_compare_exchange_weak_explicit(
+                        top, &t, v, memory_order_relaxed, memory_order_relaxed))
+        ;
 }
 
 static inline uint64_t mb_rnd(uint64_t *s)

@@ -63,14 +63,7 @@ static _Atomic int finished; /* consumers done */
 static _Atomic(long long) live_now;
 static _Atomic(long long) live_top;
 
-static void live_add(long long d)
-{
-    long long v = atomic_fetch_add_explicit(&live_now, d, memory_order_relaxed) + d;
-    long long top = atomic_load_explicit(&live_top, memory_order_relaxed);
-    while (v > top && !atomic_compare_exchange_weak_explicit(
-                          &live_top, &top, v, memory_order_relaxed, memory_order_relaxed))
-        ;
-}
+static void live_add(long long d) { mb_live_add(&live_now, &live_top, d); }
 
 static const size_t ranges[][2] = {
     {16, 128}, {128, 1024}, {1024, 8192}, {16, 4096}, {8192, 32768},
