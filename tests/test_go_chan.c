@@ -1837,7 +1837,8 @@ static void ps_expect(ps *u, const rat *want, int n, const char *what)
 
 static void ps_expect_all(ps *u, rat want, int n, const char *what)
 {
-    rat *w = malloc((size_t)n * sizeof *w);
+    /* zeroed: gcc 12 at -O3 warns that n <= 0 would leave w unset */
+    rat *w = calloc((size_t)n, sizeof *w);
     CHECK(w != NULL);
     for (int i = 0; i < n; i++)
         w[i] = want;
