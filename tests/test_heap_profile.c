@@ -86,6 +86,49 @@ static int run_child(const char *const *env, const char *prog, const char *arg)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* run_child, with the child's stderr read into err (NUL-terminated). */
+static int run_child_err(const char *const *env, const char *prog, const char *arg,
+                         char *err, size_t len)
+{
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        for (int i = 0; env[i]; i += 2)
+            setenv(env[i], env[i + 1], 1);
+        setenv("MOTE_TEST_CHILD", "1", 1);
+        execl(prog, prog, arg, (char *)NULL);
+        _exit(126);
+    }
+    close(fds[1]);
+    size_t n = 0;
+    ssize_t r;
+    while (n + 1 < len && (r = read(fds[0], err + n, len - 1 - n)) > 0)
+        n += (size_t)r;
+    err[n] = 0;
+    close(fds[0]);
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The child's report that it could not open path, with the reason for e. */
+static void check_cannot_open(const char *err, const char *path, int e)
+{
+    char want[PATH_MAX + 400];
+    snprintf(want, sizeof want, "mote: MOTE_HEAPPROFILE: cannot open %s: %s\n", path,
+             strerrordesc_np(e));
+    if (!strstr(err, want))
+        fprintf(stderr, "expected \"%s\", got: %s\n", want, err);
+    CHECK(strstr(err, want) != NULL);
+}
+
 static int is_child(void) { return getenv("MOTE_TEST_CHILD") != NULL; }
 
 /* ---- the allocation sites (the child's side) ---- */
@@ -710,7 +753,15 @@ TEST(the_profile_path_outlives_the_environment_and_odd_paths_are_refused)
     unlink(fifo);
     CHECK_EQ(mkfifo(fifo, 0600), 0);
     const char *fenv[] = {"MOTE_HEAPPROFILE", fifo, NULL};
-    CHECK_EQ(run_child(fenv, self, "child_exit_only"), 0);
+    char err[1024];
+    CHECK_EQ(run_child_err(fenv, self, "child_exit_only", err, sizeof err), 0);
+    check_cannot_open(err, fifo, ENXIO);
+    /* a directory that is not there: the message says so */
+    char nodir[PATH_MAX + 300];
+    snprintf(nodir, sizeof nodir, "%s/no-such-dir/p.heap", dir);
+    const char *denv[] = {"MOTE_HEAPPROFILE", nodir, NULL};
+    CHECK_EQ(run_child_err(denv, self, "child_exit_only", err, sizeof err), 0);
+    check_cannot_open(err, nodir, ENOENT);
     /* a path too long: refused (it was cut short and written elsewhere) */
     static char lng[4200];
     int n = snprintf(lng, sizeof lng, "%s/", dir);

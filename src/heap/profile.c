@@ -526,8 +526,10 @@ void mote__prof_write_at_exit(void)
     if (fd >= 0)
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     if (fd < 0) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "mote: MOTE_HEAPPROFILE: cannot open %.180s\n", name);
+        const char *why = strerrordesc_np(errno);
+        char msg[320];
+        snprintf(msg, sizeof msg, "mote: MOTE_HEAPPROFILE: cannot open %.180s: %s\n",
+                 name, why ? why : "unknown error");
         mote__os_write_err(msg);
         return;
     }
@@ -536,8 +538,9 @@ void mote__prof_write_at_exit(void)
         r = -errno;
     if (r < 0) { /* a full disk, say: the file is not a profile */
         char msg[256];
+        const char *why = strerrordesc_np(-r);
         snprintf(msg, sizeof msg, "mote: MOTE_HEAPPROFILE: writing %.160s failed: %s\n",
-                 name, strerror(-r));
+                 name, why ? why : "unknown error");
         mote__os_write_err(msg);
     }
 }
