@@ -67,55 +67,50 @@ static void find_self(void)
 
 static int have_go(void) { return system("go version >/dev/null 2>&1") == 0; }
 
+/* A child's command: `prog arg` with extra environment (name, value pairs,
+ * NULL-ended) and MOTE_TEST_CHILD set. */
+typedef struct child_cmd {
+    const char *const *env;
+    const char *prog, *arg;
+} child_cmd;
+
+/* The child's side: never returns. */
+static void child_exec(void *arg)
+{
+    const child_cmd *c = arg;
+    for (int i = 0; c->env[i]; i += 2)
+        setenv(c->env[i], c->env[i + 1], 1);
+    setenv("MOTE_TEST_CHILD", "1", 1);
+    execl(c->prog, c->prog, c->arg, (char *)NULL);
+    _exit(126);
+}
+
+static int exit_code(int st)
+{
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 /* Runs `self case` (or `prog`) with extra environment; returns its exit code. */
 static int run_child(const char *const *env, const char *prog, const char *arg)
 {
+    child_cmd c = {env, prog, arg};
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
     CHECK(pid >= 0);
-    if (pid == 0) {
-        for (int i = 0; env[i]; i += 2)
-            setenv(env[i], env[i + 1], 1);
-        setenv("MOTE_TEST_CHILD", "1", 1);
-        execl(prog, prog, arg, (char *)NULL);
-        _exit(126);
-    }
+    if (pid == 0)
+        child_exec(&c);
     int st;
     CHECK(waitpid(pid, &st, 0) == pid);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return exit_code(st);
 }
 
 /* run_child, with the child's stderr read into err (NUL-terminated). */
 static int run_child_err(const char *const *env, const char *prog, const char *arg,
                          char *err, size_t len)
 {
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        close(fds[1]);
-        for (int i = 0; env[i]; i += 2)
-            setenv(env[i], env[i + 1], 1);
-        setenv("MOTE_TEST_CHILD", "1", 1);
-        execl(prog, prog, arg, (char *)NULL);
-        _exit(126);
-    }
-    close(fds[1]);
-    size_t n = 0;
-    ssize_t r;
-    while (n + 1 < len && (r = read(fds[0], err + n, len - 1 - n)) > 0)
-        n += (size_t)r;
-    err[n] = 0;
-    close(fds[0]);
-    int st;
-    CHECK(waitpid(pid, &st, 0) == pid);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    child_cmd c = {env, prog, arg};
+    return exit_code(test_fork_capture(child_exec, &c, err, len));
 }
 
 /* The child's report that it could not open path, with the reason for e. */
@@ -444,16 +439,13 @@ TEST(profile_is_written_at_exit_with_the_pid_in_its_name)
     char path[PATH_MAX + 300];
     snprintf(path, sizeof path, "%s/pid.%%p.heap", dir);
     const char *env[] = {"MOTE_HEAPPROFILE", path, "MOTE_HEAPPROFILE_RATE", "4K", NULL};
+    child_cmd c = {env, self, "child_exit_only"};
     fflush(stdout);
+    fflush(stderr);
     pid_t pid = fork();
     CHECK(pid >= 0);
-    if (pid == 0) {
-        for (int i = 0; env[i]; i += 2)
-            setenv(env[i], env[i + 1], 1);
-        setenv("MOTE_TEST_CHILD", "1", 1);
-        execl(self, self, "child_exit_only", (char *)NULL);
-        _exit(126);
-    }
+    if (pid == 0)
+        child_exec(&c);
     int st;
     CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
     char want[PATH_MAX + 300];
