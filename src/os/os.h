@@ -89,6 +89,16 @@ int mote__os_residency(const void *p, size_t len, unsigned char *vec);
 void mote__os_futex_wait(int *word, int val, int64_t timeout_ns);
 void mote__os_futex_wake(int *word, int n);
 
+/* ---- process-wide memory barriers (membarrier.c), malloc-free ---- */
+
+/* Registers the process for mote__os_membarrier; false where the kernel or
+ * a seccomp filter refuses.  A fork child must register again. */
+bool mote__os_membarrier_register(void);
+/* Before it returns, every thread of the process that is running executes
+ * a full memory barrier (one that is not running passed one when it was
+ * switched out); false if it could not (not registered). */
+bool mote__os_membarrier(void);
+
 /* ---- clocks (clock.c), malloc-free ---- */
 
 int64_t mote__os_now_ns(void); /* CLOCK_MONOTONIC */
