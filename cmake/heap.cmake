@@ -5,6 +5,7 @@
 set(MOTE_HEAP_SOURCES
   src/heap/api.c
   src/heap/arena.c
+  src/heap/asym.c
   src/heap/lock.c
   src/heap/page.c
   src/heap/profile.c

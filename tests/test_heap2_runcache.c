@@ -1,14 +1,17 @@
 /*
- * test_heap2_runcache.c - a thread's cache of freed large blocks
- * (src/heap/runcache.c): a freed block of up to HEAP_RUNCACHE_SLICES slices
- * serves the thread's next malloc of as many slices, zeroed for calloc; the
- * cache stays in its bounds; its blocks go back to the arena at the
- * thread's exit, at mote_mem_release from any thread, and by themselves
- * once the thread has been idle for the decay period; nothing is kept
- * under a memory limit; a kept block freed again is caught.
+ * test_heap2_runcache.c - a thread's cache of freed big blocks
+ * (src/heap/runcache.c): a freed large block of up to HEAP_RUNCACHE_SLICES
+ * slices serves the thread's next malloc of as many slices, and a freed
+ * huge block its next of about as many bytes, zeroed for calloc; the cache
+ * stays in its bounds; its blocks go back to the arena at the thread's
+ * exit, at mote_mem_release from any thread, and by themselves once the
+ * thread has been idle for the decay period; nothing is kept under a
+ * memory limit; a kept block freed again is caught.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -20,7 +23,25 @@
 #include "heap_test.h"
 #include "mote.h"
 
-static uint64_t kept(void) { return mote__runcache_bytes(); }
+static uint64_t kept_huge_n;
+
+/* Large blocks' bytes kept in every cache. */
+static uint64_t kept(void)
+{
+    uint64_t large, huge;
+    mote__runcache_kept(&large, &huge, &kept_huge_n);
+    return large;
+}
+
+/* Huge blocks' usable bytes kept in every cache. */
+static uint64_t kept_huge(void)
+{
+    uint64_t large, huge;
+    mote__runcache_kept(&large, &huge, &kept_huge_n);
+    return huge;
+}
+
+static uint64_t kept_all(void) { return kept() + kept_huge(); }
 
 static uint64_t inuse(void)
 {
@@ -129,6 +150,119 @@ TEST(the_cache_stays_in_its_bounds)
     CHECK_EQ(kept(), 0);
 }
 
+/* ---- the huge block ---- */
+
+TEST(a_freed_huge_block_serves_the_thread_s_next_one_of_about_as_many_bytes)
+{
+    mote_mem_release();
+    CHECK_EQ(kept_huge(), 0);
+    size_t n = 6 << 20;
+    char *p = mote_malloc(n);
+    CHECK(p != NULL);
+    memset(p, 0xab, n);
+    heap_summary before, after;
+    mote__stats_summary(&before);
+    mote_free(p);
+    CHECK(kept_huge() >= n);
+    CHECK_EQ(kept_huge_n, 1);
+    /* free, though the arena still counts it */
+    mote__stats_summary(&after);
+    CHECK(after.huge_inuse + n <= before.huge_inuse);
+    CHECK_EQ(after.huge_count + 1, before.huge_count);
+    char *q = mote_malloc(n - 100000);
+    CHECK(heap_test_same_run(q, p)); /* (at a cache colour of its own) */
+    CHECK_EQ(kept_huge(), 0);
+    CHECK_EQ((unsigned char)q[n / 2], 0xab); /* its pages stayed */
+    mote_free(q);
+    char *z = mote_calloc(1, n);
+    CHECK(heap_test_same_run(z, p));
+    for (size_t i = 0; i < n; i += 4096 - 8)
+        CHECK_EQ(z[i], 0);
+    CHECK_EQ(z[n - 1], 0);
+    mote_free(z);
+    mote_mem_release();
+    CHECK_EQ(kept_huge(), 0);
+}
+
+/* A kept block that does not suit a request goes to the arena's cache,
+ * which cuts it to the request (or grows it into one), as it would have
+ * had the block never been kept. */
+TEST(a_kept_huge_block_that_does_not_suit_a_request_goes_to_the_arena_s_cache)
+{
+    mote_mem_release();
+    size_t n = 9 << 20;
+    char *p = mote_malloc(n);
+    CHECK(p != NULL);
+    memset(p, 1, n);
+    mote_free(p);
+    CHECK(kept_huge() >= n);
+    char *small = mote_malloc(4 << 20); /* would leave more than a third idle */
+    CHECK(small != NULL);
+    CHECK(heap_test_same_run(small, p)); /* cut from it */
+    CHECK_EQ(kept_huge(), 0);
+    mote_free(small);
+    CHECK(kept_huge() >= 4 << 20);
+    size_t align = 8 << 20; /* past what a kept block promises */
+    char *a = mote_aligned_alloc(align, 4 << 20);
+    CHECK(a != NULL && ((uintptr_t)a & (align - 1)) == 0);
+    CHECK_EQ(kept_huge(), 0);
+    memset(a, 2, 4 << 20);
+    mote_free(a); /* an aligned block is not kept */
+    CHECK_EQ(kept_huge(), 0);
+    char *big = mote_malloc(12 << 20); /* grows a cached block */
+    CHECK(big != NULL);
+    memset(big, 3, 12 << 20);
+    mote_free(big);
+    mote_mem_release();
+    CHECK_EQ(kept_huge(), 0);
+}
+
+/* A huge block taken again and again starts at a new line each time (see
+ * test_heap2_large), and the stats stay right through its moves. */
+TEST(a_kept_huge_block_takes_a_new_colour_each_time_and_the_stats_follow)
+{
+    mote_mem_release();
+    heap_summary base;
+    mote__stats_summary(&base);
+    uint64_t seen = 0;
+    size_t n = 3 << 20;
+    for (int i = 0; i < 64; i++) {
+        char *p = mote_malloc(n);
+        CHECK(p != NULL);
+        seen |= heap_test_line_bit(p);
+        CHECK(mote_usable_size(p) >= n);
+        p[n - 1] = 1;
+        heap_summary s;
+        mote__stats_summary(&s);
+        CHECK_EQ(s.huge_count, base.huge_count + 1);
+        CHECK_EQ(s.huge_inuse, base.huge_inuse + mote_usable_size(p));
+        mote_free(p);
+        mote__stats_summary(&s);
+        CHECK_EQ(s.huge_count, base.huge_count);
+        CHECK_EQ(s.huge_inuse, base.huge_inuse);
+    }
+    CHECK(__builtin_popcountll(seen) >= 32);
+    mote_mem_release();
+}
+
+TEST(a_huge_block_past_the_bound_is_not_kept)
+{
+    mote_mem_release();
+    char *p = mote_malloc(HEAP_RUNCACHE_HUGE_MAX + 1);
+    CHECK(p != NULL);
+    mote_free(p);
+    CHECK_EQ(kept_huge(), 0);
+    /* one at a time: a second goes to the arena */
+    char *a = mote_malloc(5 << 20), *b = mote_malloc(5 << 20);
+    CHECK(a && b);
+    mote_free(a);
+    uint64_t k = kept_huge();
+    CHECK(k >= 5 << 20);
+    mote_free(b);
+    CHECK_EQ(kept_huge(), k);
+    mote_mem_release();
+}
+
 /* ---- giving them back ---- */
 
 static void *keep_some(void *arg)
@@ -140,16 +274,42 @@ static void *keep_some(void *arg)
     for (int i = 0; i < 4; i++)
         mote_free(p[i]);
     CHECK(kept() >= 4 * HEAP_SLICE_SIZE);
+    mote_free(mote_malloc(3 << 20));
+    CHECK(kept_huge() >= 3 << 20);
     return NULL;
+}
+
+/* Runs fn on a thread of its own to its end: then nothing is kept. */
+static void run_thread_then_nothing_kept(void *(*fn)(void *))
+{
+    mote_mem_release();
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, fn, NULL), 0);
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    CHECK_EQ(kept_all(), 0);
 }
 
 TEST(kept_blocks_go_back_when_the_thread_exits)
 {
-    mote_mem_release();
-    pthread_t t;
-    CHECK_EQ(pthread_create(&t, NULL, keep_some, NULL), 0);
-    CHECK_EQ(pthread_join(t, NULL), 0);
-    CHECK_EQ(kept(), 0);
+    run_thread_then_nothing_kept(keep_some);
+}
+
+/* A thread that allocates nothing but huge blocks keeps them too. */
+static void *huge_only(void *arg)
+{
+    (void)arg;
+    char *p = mote_malloc(5 << 20);
+    mote_free(p);
+    CHECK(kept_huge() >= 5 << 20);
+    char *q = mote_malloc(5 << 20);
+    CHECK(heap_test_same_run(q, p));
+    mote_free(q);
+    return NULL;
+}
+
+TEST(a_thread_that_allocates_only_huge_blocks_keeps_them)
+{
+    run_thread_then_nothing_kept(huge_only);
 }
 
 static pthread_mutex_t idle_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -196,10 +356,11 @@ TEST(an_idle_thread_s_kept_blocks_go_back_with_no_call)
     mote_mem_release();
     pthread_t t = start_idle_keeper();
     CHECK(kept() >= 4 * HEAP_SLICE_SIZE);
+    CHECK(kept_huge() >= 3 << 20);
     uint64_t limit_ms = 4ull * mote__heap_cfg.decay_ms + 5000;
-    for (uint64_t ms = 0; kept() && ms < limit_ms; ms += 20)
+    for (uint64_t ms = 0; kept_all() && ms < limit_ms; ms += 20)
         usleep(20 * 1000);
-    CHECK_EQ(kept(), 0);
+    CHECK_EQ(kept_all(), 0);
     stop_idle_keeper(t);
 }
 
@@ -208,8 +369,9 @@ TEST(mote_mem_release_takes_another_thread_s_kept_blocks)
     mote_mem_release();
     pthread_t t = start_idle_keeper();
     CHECK(kept() >= 4 * HEAP_SLICE_SIZE);
+    CHECK(kept_huge() >= 3 << 20);
     mote_mem_release();
-    CHECK_EQ(kept(), 0);
+    CHECK_EQ(kept_all(), 0);
     stop_idle_keeper(t);
 }
 
@@ -250,7 +412,61 @@ TEST(nothing_is_kept_under_a_memory_limit)
     CHECK(p != NULL);
     mote_free(p);
     CHECK_EQ(kept(), 0);
+    p = mote_malloc(5 << 20);
+    CHECK(p != NULL);
+    mote_free(p);
+    CHECK_EQ(kept_huge(), 0);
     CHECK_EQ(mote__heap_set_limit(0), 0);
+}
+
+/* ---- the owner and the scavenger at once ---- */
+
+static atomic_int race_stop;
+
+/* Kept blocks taken and put back while another thread empties every cache
+ * again and again: a block two threads both took would show the other's
+ * bytes. */
+static void *race_owner(void *arg)
+{
+    unsigned id = (unsigned)(uintptr_t)arg;
+    static const size_t sizes[] = {100 << 10, 250 << 10, 3 << 20, 5 << 20};
+    for (int i = 0; i < 3000; i++) {
+        size_t n = sizes[(i + id) % 4];
+        unsigned char *p = mote_malloc(n);
+        CHECK(p != NULL);
+        unsigned char v = (unsigned char)(id * 64 + i);
+        p[0] = v;
+        p[n / 2] = v;
+        p[n - 1] = v;
+        sched_yield();
+        CHECK(p[0] == v && p[n / 2] == v && p[n - 1] == v);
+        mote_free(p);
+    }
+    return NULL;
+}
+
+static void *race_releaser(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&race_stop))
+        mote_mem_release();
+    return NULL;
+}
+
+TEST(kept_blocks_stay_whole_while_another_thread_empties_the_caches)
+{
+    mote_mem_release();
+    atomic_store(&race_stop, 0);
+    pthread_t own[2], rel;
+    CHECK_EQ(pthread_create(&rel, NULL, race_releaser, NULL), 0);
+    for (unsigned i = 0; i < 2; i++)
+        CHECK_EQ(pthread_create(&own[i], NULL, race_owner, (void *)(uintptr_t)i), 0);
+    for (unsigned i = 0; i < 2; i++)
+        CHECK_EQ(pthread_join(own[i], NULL), 0);
+    atomic_store(&race_stop, 1);
+    CHECK_EQ(pthread_join(rel, NULL), 0);
+    mote_mem_release();
+    CHECK_EQ(kept_all(), 0);
 }
 
 /* ---- misuse ---- */
@@ -261,7 +477,7 @@ static void free_twice(void *arg)
     char *p = mote_malloc(n);
     memset(p, 1, n);
     mote_free(p);
-    CHECK(kept() > 0); /* the second free finds it kept */
+    CHECK(kept_all() > 0); /* the second free finds it kept */
     mote_free(p);
     fprintf(stderr, "double free of a kept block of %zu bytes NOT detected\n", n);
 }
@@ -276,7 +492,7 @@ static void free_inside(void *arg)
 
 TEST(a_kept_block_freed_again_or_inside_aborts)
 {
-    static const size_t sizes[] = {HEAP_SMALL_MAX + 1, 100 << 10, 250 << 10};
+    static const size_t sizes[] = {HEAP_SMALL_MAX + 1, 100 << 10, 250 << 10, 5 << 20};
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
         test_expect_invalid_free(free_twice, (void *)(uintptr_t)sizes[k]);
     test_expect_invalid_free(free_inside, NULL);

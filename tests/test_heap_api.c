@@ -312,9 +312,18 @@ static void double_free_large(void)
     mote_free(p);
     mote_free(p);
 }
+/* 10 MiB: the first free keeps it in the thread's run cache. */
 static void double_free_huge(void)
 {
     void *p = mote_malloc(10 << 20);
+    mote_free(p);
+    mote_free(p);
+}
+/* Past what a run cache keeps: the first free takes it out of the segment
+ * map, and the second reads as any unknown pointer. */
+static void double_free_huge_unkept(void)
+{
+    void *p = mote_malloc(HEAP_RUNCACHE_HUGE_MAX + (1 << 20));
     mote_free(p);
     mote_free(p);
 }
@@ -403,8 +412,7 @@ static void double_free_kept_large(void)
     mote_free(p);
 }
 
-/* twice: the report names a double free (a freed huge block's mapping has
- * left the segment map: that free reads as any unknown pointer). */
+/* twice: the report names a double free. */
 #define ABORT_CASE(fn, twice)                                          \
     do {                                                               \
         if (TEST_SANITIZED) /* fork + abort under sanitizers: noise */ \
@@ -418,7 +426,11 @@ TEST(double_free_of_a_large_block_in_the_run_cache_aborts)
 {
     ABORT_CASE(double_free_kept_large, true);
 }
-TEST(double_free_of_huge_block_aborts) { ABORT_CASE(double_free_huge, false); }
+TEST(double_free_of_huge_block_aborts)
+{
+    ABORT_CASE(double_free_huge, true);
+    ABORT_CASE(double_free_huge_unkept, false);
+}
 TEST(free_of_stack_address_aborts) { ABORT_CASE(free_stack, false); }
 TEST(free_of_interior_pointer_aborts) { ABORT_CASE(free_interior, false); }
 TEST(free_of_interior_pointer_of_huge_block_aborts)

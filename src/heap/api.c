@@ -92,7 +92,13 @@ static void heap_config_load(void)
 static bool heap_free_already(const void *p)
 {
     uintptr_t u = (uintptr_t)p, idx = u >> HEAP_SEG_SHIFT;
-    if (idx >= HEAP_SEGMAP_LEN || heap_segmap_get(idx) != 1)
+    uint8_t e = idx < HEAP_SEGMAP_LEN ? heap_segmap_get(idx) : 0;
+    if (e >= 2) { /* a huge block: free only while a run cache keeps it */
+        const heap_segment *hs = (heap_segment *)((idx - (e - 2u)) << HEAP_SEG_SHIFT);
+        return LOAD(&hs->magic, RELAXED) == HEAP_SEG_MAGIC &&
+               LOAD(&hs->pages[0].first, RELAXED) == p && page_used(&hs->pages[0]) == 0;
+    }
+    if (e != 1)
         return false; /* a freed huge block left the map: it cannot tell */
     heap_segment *seg = (heap_segment *)(u & ~HEAP_SEG_MASK);
     unsigned slice = (unsigned)(u >> HEAP_SLICE_SHIFT) & (HEAP_SLICES - 1);
@@ -140,6 +146,9 @@ HEAP_COLD void mote__heap_init_slow(void)
             mote__arena_set_limit(mote__heap_cfg.limit);
         mote__prof_init();
         mote__tcache_init_once();
+        /* Now, while the process most likely has one thread: registering
+         * takes the kernel ~3 us then, 12-16 ms once there are two. */
+        mote__heap_asym_init();
         STORE(&mote__heap_initialized, 1, RELEASE);
         first = true;
     }
@@ -215,8 +224,10 @@ static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero, bo
     heap_tcache *h = mote__heap_tls;
     bool exited = false;
     bool keepable = align <= 16 && n <= (size_t)HEAP_RUNCACHE_SLICES << HEAP_SLICE_SHIFT;
+    bool large = n <= HEAP_LARGE_MAX && n + extra <= HEAP_LARGE_MAX;
     if (HEAP_UNLIKELY(h == &mote__heap_tcache_empty) &&
-        (keepable || LOAD(&mote__prof_on, RELAXED))) {
+        (keepable || (!large && n <= HEAP_RUNCACHE_HUGE_MAX) ||
+         LOAD(&mote__prof_on, RELAXED))) {
         /* no cache (after the thread's exit, or big blocks only): one for
          * the blocks it will keep, and for the profiler's countdown, as a
          * small block would take */
@@ -229,10 +240,13 @@ static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero, bo
             h, (uint32_t)((n + HEAP_SLICE_SIZE - 1) >> HEAP_SLICE_SHIFT), n);
         p = pg ? pg->first : NULL;
     }
+    if (!p && !large && h != &mote__heap_tcache_empty) {
+        heap_page *pg = mote__runcache_take_huge(h, n, align);
+        p = pg ? pg->first : NULL;
+    }
     if (!p)
-        p = n <= HEAP_LARGE_MAX && n + extra <= HEAP_LARGE_MAX
-                ? mote__arena_large_alloc(n, align)
-                : mote__arena_huge_alloc(n, align, zero != NULL);
+        p = large ? mote__arena_large_alloc(n, align)
+                  : mote__arena_huge_alloc(n, align, zero != NULL);
     if (!p) {
         if (HEAP_UNLIKELY(exited))
             mote__tcache_give_back(h);
@@ -312,7 +326,8 @@ static HEAP_NOINLINE void heap_free_slow(void *p)
     if (HEAP_UNLIKELY(pg->prof))
         mote__prof_free(pg, p);
     if (pg->kind == HEAP_PAGE_HUGE) {
-        mote__arena_huge_free(heap_segment_of(pg), p);
+        if (!mote__runcache_put_huge(mote__heap_tls, pg))
+            mote__arena_huge_free(heap_segment_of(pg), p);
         return;
     }
     if (pg->kind == HEAP_PAGE_LARGE) {

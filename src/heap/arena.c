@@ -493,11 +493,12 @@ static void cache_evict(heap_page *pg, cache_drop *d)
         huge_unmap(heap_segment_of(pg));
 }
 
-/* Lock held.  Puts freed pg (used already 0) in the cache, evicting the
- * oldest entries to stay in bounds; false if it should not be cached.  A
+/* Lock held.  Puts pg (used already 0), free since that ms clock, in the
+ * cache, evicting the oldest entries to stay in bounds; false if it
+ * should not be cached.  A
  * cached mapping right below or above it joins it (no two cached mappings
  * touch): the pieces cache_take_huge split come back together. */
-static bool cache_put(heap_page *pg, cache_drop *d)
+static bool cache_put(heap_page *pg, uint32_t since, cache_drop *d)
 {
     uint64_t b = cache_entry_bytes(pg);
     uint64_t cached = LOAD(&st_cache_bytes, RELAXED);
@@ -530,8 +531,7 @@ static bool cache_put(heap_page *pg, cache_drop *d)
     while ((cache_count >= CACHE_MAX || LOAD(&st_cache_bytes, RELAXED) + b > allow) &&
            (old = cache_entry(arena_cache.tail)))
         cache_evict(old, d);
-    uint32_t now = mote__os_coarse_ms();
-    pg->cached_ms = now ? now : 1;
+    pg->cached_ms = since ? since : 1;
     list_push_front(&arena_cache, &pg->qlink);
     COUNT(&cache_count, 1);
     FETCH_ADD(&st_cache_bytes, b, RELAXED);
@@ -670,7 +670,8 @@ void *mote__arena_large_alloc(size_t size, size_t align)
     pg->zeroed = zero;
     if (a <= 64) {
         pg->usable = 0;
-        mote__arena_large_place(pg, size, colour_seq++);
+        FETCH_ADD(&st_large_inuse, mote__arena_large_place(pg, size, colour_seq++),
+                  RELAXED);
     } else {
         pg->aligned = 1;
         pg->first = (uint8_t *)(((uintptr_t)pg->start + a - 1) & ~(a - 1));
@@ -683,14 +684,38 @@ void *mote__arena_large_alloc(size_t size, size_t align)
     return pg->first;
 }
 
-void mote__arena_large_place(heap_page *pg, size_t size, uint32_t seq)
+uint64_t mote__arena_large_place(heap_page *pg, size_t size, uint32_t seq)
 {
     size_t run = (size_t)pg->slices << HEAP_SLICE_SHIFT;
     mote__assert(pg->kind == HEAP_PAGE_LARGE && size <= run);
     size_t colour = heap_colour(seq, run - size);
-    FETCH_ADD(&st_large_inuse, run - colour - pg->usable, RELAXED); /* mod 2^64 */
+    uint64_t grew = run - colour - pg->usable; /* mod 2^64 */
     pg->first = pg->start + colour;
     pg->usable = run - colour;
+    return grew;
+}
+
+/* A huge block's header and its first page: where a block that asked no
+ * alignment past a page has its room start. */
+#define HUGE_HDR ((sizeof(heap_segment) + HEAP_OS_PAGE - 1) & ~(HEAP_OS_PAGE - 1))
+
+size_t mote__arena_huge_room(const heap_page *pg)
+{
+    mote__assert(pg->kind == HEAP_PAGE_HUGE && !pg->aligned);
+    const heap_segment *seg = heap_segment_of(pg);
+    return (size_t)(pg->first + pg->usable - (seg->map_base + HUGE_HDR));
+}
+
+uint64_t mote__arena_huge_place(heap_page *pg, size_t size, uint32_t seq)
+{
+    heap_segment *seg = heap_segment_of(pg);
+    size_t room = mote__arena_huge_room(pg);
+    mote__assert(size <= room && seg->map_base == (uint8_t *)seg);
+    uint8_t *end = pg->first + pg->usable;
+    uint64_t old = pg->usable;
+    pg->first = seg->map_base + HUGE_HDR + heap_colour(seq, room - size);
+    pg->usable = (size_t)(end - pg->first);
+    return pg->usable - old; /* mod 2^64 */
 }
 
 /* Lock held.  Large block pg (used 0) is freed: its slices are free, as
@@ -897,6 +922,7 @@ void *mote__arena_huge_alloc(size_t size, size_t align, bool for_calloc)
         FETCH_ADD(&st_mapped, total, RELAXED);
     }
     mote__assert(pg->kind == HEAP_PAGE_HUGE && pg->usable >= size && !page_used(pg));
+    pg->aligned = !colour; /* (run caches keep only blocks with a colour) */
     page_used_set(pg, 1);
     FETCH_ADD(&st_huge_inuse, pg->usable, RELAXED);
     FETCH_ADD(&st_huge_count, 1, RELAXED);
@@ -945,13 +971,20 @@ void mote__arena_huge_free(heap_segment *seg, const void *p)
         page_used(pg) != 1)
         mote__heap_invalid_free(p, "free");
     page_used_set(pg, 0);
-    /* From here a second free of p finds no segment: it aborts. */
-    heap_segmap_set((uintptr_t)p >> HEAP_SEG_SHIFT, 0);
+    mote__arena_huge_free_kept(pg, mote__os_coarse_ms());
+}
+
+void mote__arena_huge_free_kept(heap_page *pg, uint32_t since)
+{
+    heap_segment *seg = heap_segment_of(pg);
+    mote__assert(pg->kind == HEAP_PAGE_HUGE && !page_used(pg));
+    /* From here a second free of the block finds no segment: it aborts. */
+    heap_segmap_set((uintptr_t)pg->first >> HEAP_SEG_SHIFT, 0);
     FETCH_SUB(&st_huge_inuse, pg->usable, RELAXED);
     FETCH_SUB(&st_huge_count, 1, RELAXED);
     cache_drop d = {.n = 0};
     heap_lock_acquire(&mote__heap_arena_lock);
-    bool cached = cache_put(pg, &d);
+    bool cached = cache_put(pg, since, &d);
     heap_lock_release(&mote__heap_arena_lock);
     cache_drop_run(&d);
     if (!cached)

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "atomic.h"
+#include "heap/asym.h"
 #include "heap/lock.h"
 #include "list.h"
 
@@ -135,7 +136,8 @@ typedef struct __attribute__((aligned(128))) heap_page {
     uint8_t in_full;   /* 1 while out of its class queue */
     uint8_t dirty;     /* bitmap: free blocks may be resident (atomic) */
     uint8_t aligned;   /* large: asked an alignment past 64 bytes (its block may
-                          start past its first slice; runcache.c keeps none) */
+                          start past its first slice), huge: past 64 bytes;
+                          runcache.c keeps neither */
     uint32_t allocs;   /* bitmap: blocks handed out, ever (atomic, owner) */
     uint32_t since_ms; /* bitmap: last free into the page (atomic) */
     union {
@@ -292,17 +294,27 @@ typedef struct heap_rbuf {
  * kept for its next malloc of as many slices (runcache.c): a block of
  * 32-256 KiB freed and allocated again takes no arena lock (8 threads on 2
  * CPUs contending for it took 8x the time of bitmap pages).  At most
- * HEAP_RUNCACHE_SLOTS blocks and HEAP_RUNCACHE_MAX slices; the scavenger
- * takes them all back once the newest is as old as the decay period. */
-#define HEAP_RUNCACHE_SLICES 4
-#define HEAP_RUNCACHE_SLOTS  16
-#define HEAP_RUNCACHE_MAX    16 /* slices: 1 MiB */
+ * HEAP_RUNCACHE_SLOTS blocks and HEAP_RUNCACHE_MAX slices; and one freed
+ * huge block of up to HEAP_RUNCACHE_HUGE_MAX usable bytes, for its next
+ * malloc of about as many.  The scavenger takes them all back once the
+ * newest is as old as the decay period. */
+#define HEAP_RUNCACHE_SLICES   4
+#define HEAP_RUNCACHE_SLOTS    16
+#define HEAP_RUNCACHE_MAX      16 /* slices: 1 MiB */
+#define HEAP_RUNCACHE_HUGE_MAX (16UL << 20)
 typedef struct heap_runcache {
-    int busy;        /* 1 while the owner or the scavenger works on it */
-    uint32_t colour; /* blocks taken: the next one's cache colour (busy) */
-    uint32_t n;      /* blocks in pg[], oldest first (under busy) */
-    uint32_t slices; /* slices they hold (atomic: stats and scavenger read it) */
-    uint32_t put_ms; /* when the newest came in (atomic, as slices) */
+    heap_asym lock;      /* the owner's, or the scavenger's (asym.h) */
+    uint32_t colour;     /* blocks taken: the next one's cache colour (lock) */
+    uint32_t n;          /* blocks in pg[], oldest first (lock) */
+    uint32_t slices;     /* slices they hold (atomic: stats and scavenger read it) */
+    uint32_t put_ms;     /* when the newest came in (atomic, as slices) */
+    heap_page *huge;     /* the huge block (lock), or NULL */
+    uint64_t huge_bytes; /* its usable bytes, or 0 (atomic, as slices) */
+    /* What takes added to the usable bytes of the blocks they placed anew,
+     * mod 2^64, for the stats to add to the arena's in-use counts (their
+     * own atomics would cost each take a locked instruction).  Written
+     * by the owner only, read by the stats (atomic). */
+    uint64_t large_grew, huge_grew;
     heap_page *pg[HEAP_RUNCACHE_SLOTS];
 } heap_runcache;
 
@@ -462,10 +474,11 @@ extern heap_lock mote__heap_arena_lock;
 heap_page *mote__arena_page_alloc(uint32_t slices, bool *zero, bool clean_first);
 void mote__arena_page_free(heap_page *pg); /* arena lock held */
 void *mote__arena_large_alloc(size_t size, size_t align);
-/* Large page pg (in use, pg->usable counted in the stats, 0 for a new one)
- * holds a block of size bytes with no alignment past 64: sets its first and
- * usable, at the seq-th cache colour (heap_colour). */
-void mote__arena_large_place(heap_page *pg, size_t size, uint32_t seq);
+/* Large page pg (in use; pg->usable 0 for a new one) holds a block of size
+ * bytes with no alignment past 64: sets its first and usable, at the seq-th
+ * cache colour (heap_colour); returns how much usable grew (mod 2^64), for
+ * the caller to count in the large in-use bytes. */
+uint64_t mote__arena_large_place(heap_page *pg, size_t size, uint32_t seq);
 void mote__arena_large_free(heap_page *pg);
 /* Large blocks a thread cache kept (not in use: used 0), back to the arena
  * under one lock, free since that ms clock for the decay. */
@@ -477,6 +490,14 @@ bool mote__arena_limited(void);
  * huge pages (see huge_thp). */
 void *mote__arena_huge_alloc(size_t size, size_t align, bool for_calloc);
 void mote__arena_huge_free(heap_segment *seg, const void *p);
+/* The bytes a huge block that asked no alignment (!aligned) may start and
+ * end in; and the same block placed, as mote__arena_large_place places a
+ * large one, to hold size of them (no more than its room). */
+size_t mote__arena_huge_room(const heap_page *pg);
+uint64_t mote__arena_huge_place(heap_page *pg, size_t size, uint32_t seq);
+/* A huge block a thread cache kept (not in use: used 0), back to the
+ * arena's cache (or unmapped), free since that ms clock for the decay. */
+void mote__arena_huge_free_kept(heap_page *pg, uint32_t since);
 /* The huge block of seg, resized to hold n bytes (more than HEAP_LARGE_MAX)
  * by remapping its pages, which move but are never copied: its address
  * now, or NULL (the block as it was). */
@@ -600,20 +621,35 @@ heap_page *mote__runcache_take(heap_tcache *h, uint32_t slices, size_t size);
 /* Keeps freed large block pg (in use, its free checked) in h's cache:
  * false if it does not fit or may not be kept (the caller frees it). */
 bool mote__runcache_put(heap_tcache *h, heap_page *pg);
+/* The huge block h keeps, in use again, if it holds size bytes at align
+ * (0: any) without wasting a third of itself; else NULL. */
+heap_page *mote__runcache_take_huge(heap_tcache *h, size_t size, size_t align);
+/* Keeps freed huge block pg (in use, its free checked) in h's cache: false
+ * if it may not be kept (the caller frees it). */
+bool mote__runcache_put_huge(heap_tcache *h, heap_page *pg);
 /* Gives h's kept blocks back to the arena (its thread exits, or
  * mote_mem_release): owner only. */
 void mote__runcache_flush(heap_tcache *h);
 /* Every cache whose newest kept block is decay_ms old (all when decay_ms is
  * 0) gives them back; returns ms until the next is due, or -1. */
 long mote__runcache_scavenge(uint32_t decay_ms);
-/* Bytes kept in every cache (any thread: stats). */
-uint64_t mote__runcache_bytes(void);
+/* Whether any cache keeps a block (the scavenger, after a heavy fence,
+ * before it sleeps for good). */
+bool mote__runcache_any(void);
+/* What every cache keeps (any thread: stats): large blocks' bytes, huge
+ * blocks' usable bytes and their number. */
+void mote__runcache_kept(uint64_t *large, uint64_t *huge, uint64_t *huge_n);
+/* What every cache's takes added to the in-use bytes (mod 2^64; stats). */
+void mote__runcache_grew(uint64_t *large, uint64_t *huge);
 
 /* ---- scavenger.c ---- */
 void mote__scavenger_ensure(void);
-/* A dead cache got blocks in its inbox, or kept pages at its thread's exit;
- * or a thread cache kept its first freed large block (runcache.c). */
+/* A dead cache got blocks in its inbox, or kept pages at its thread's exit. */
 void mote__scavenger_kick(void);
+/* A thread cache that kept nothing kept a block (runcache.c, after its
+ * store of what it keeps): no locked instruction unless the scavenger is
+ * asleep for good or not started. */
+void mote__scavenger_kick_kept(void);
 /* Dirty free slices or cached blocks appeared (any thread, any lock). */
 void mote__scavenger_note_dirty(void);
 void mote__scavenger_fork_child(void);

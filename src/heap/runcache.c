@@ -1,23 +1,29 @@
 /*
- * runcache.c - each thread's cache of freed large blocks of up to
- * HEAP_RUNCACHE_SLICES slices (heap_runcache in internal.h): a block freed
- * on a thread waits there for that thread's next malloc of as many slices,
- * which takes it without the arena lock.  Any thread may keep any large
- * block: they have no owner.
+ * runcache.c - each thread's cache of freed big blocks (heap_runcache in
+ * internal.h): large blocks of up to HEAP_RUNCACHE_SLICES slices, and one
+ * huge block.  A block freed on a thread waits there for that thread's
+ * next malloc of as many slices (about as many bytes, for the huge one),
+ * which takes it without the arena lock and without a locked instruction.
+ * Any thread may keep any big block: they have no owner.
  *
  * Invariants:
- *   - a kept block is a large page with used 0 (so a second free of it is
- *     caught, as for any large block), that asked no alignment past 64
- *     bytes (a take gives it the cache colour of its new size), still
- *     counted in the arena's large in-use bytes (the stats subtract what
- *     the caches keep);
+ *   - a kept block is a large or huge page with used 0 (so a second free
+ *     of it is caught, as for any such block); a large one asked no
+ *     alignment past 64 bytes, nor did a huge one; a take gives the block
+ *     a new cache colour in the room it has; both are still counted in the arena's in-use bytes (the stats
+ *     subtract what the caches keep), and a huge one keeps its place in
+ *     the segment map;
  *   - pg[0..n) is oldest first; slices is the sum of their slices, at most
- *     HEAP_RUNCACHE_MAX; put_ms is when the newest came in.
- * Locking: busy is a try-lock, never waited for.  The owner takes it for
- * each take or put; the scavenger takes it to empty a cache whose newest
- * block is as old as the decay period.  Whoever finds it taken does without
- * the cache (the owner goes to the arena; the scavenger looks again later).
- * The arena lock is taken only after busy is released.
+ *     HEAP_RUNCACHE_MAX; huge_bytes is the huge block's usable bytes (0:
+ *     none); put_ms is when the newest of all came in;
+ *   - large_grew and huge_grew are written by the owner only, after a take,
+ *     outside the lock (the scavenger never writes them).
+ * Locking: lock is asym.h's try-lock, never waited for: the owner takes it
+ * for each take or put with no locked instruction; the scavenger takes it
+ * to empty a cache whose newest block is as old as the decay period, and
+ * pays for both with a membarrier.  Whoever finds it taken does without
+ * the cache (the owner goes to the arena; the scavenger looks again
+ * later).  The arena lock is taken only after the cache's is left.
  */
 #include <string.h>
 
@@ -27,12 +33,28 @@
 _Static_assert(HEAP_RUNCACHE_MAX / 2 >= HEAP_RUNCACHE_SLICES,
                "a cache emptied to half its slices has room for any block");
 
-static inline bool runcache_lock(heap_runcache *rc)
+static inline bool runcache_lock(heap_runcache *rc) { return heap_asym_enter(&rc->lock); }
+
+static inline void runcache_unlock(heap_runcache *rc) { heap_asym_leave(&rc->lock); }
+
+static inline bool runcache_holds(heap_runcache *rc)
 {
-    return XCHG(&rc->busy, 1, ACQUIRE) == 0;
+    return LOAD(&rc->slices, RELAXED) || LOAD(&rc->huge_bytes, RELAXED);
 }
 
-static inline void runcache_unlock(heap_runcache *rc) { STORE(&rc->busy, 0, RELEASE); }
+/* Lock left, something stored in rc: if it held nothing, the scavenger
+ * must hear of it to take it back at the decay period. */
+static inline void runcache_kept(bool was_empty)
+{
+    if (was_empty)
+        mote__scavenger_kick_kept();
+}
+
+/* Owner only: a single writer, so no locked instruction. */
+static inline void count_grew(uint64_t *counter, uint64_t grew)
+{
+    STORE(counter, LOAD(counter, RELAXED) + grew, RELAXED);
+}
 
 heap_page *mote__runcache_take(heap_tcache *h, uint32_t slices, size_t size)
 {
@@ -56,7 +78,9 @@ heap_page *mote__runcache_take(heap_tcache *h, uint32_t slices, size_t size)
         mote__assert(pg->kind == HEAP_PAGE_LARGE && !page_used(pg) && !pg->aligned);
         page_used_set(pg, 1);
         pg->zeroed = 0;
-        mote__arena_large_place(pg, size, seq); /* its room may differ from the last */
+        /* its room may differ from the last; and a loop's block starts at
+         * a new line each time (heap_colour) */
+        count_grew(&rc->large_grew, mote__arena_large_place(pg, size, seq));
     }
     return pg;
 }
@@ -83,7 +107,7 @@ bool mote__runcache_put(heap_tcache *h, heap_page *pg)
     }
     if (nout)
         memmove(&rc->pg[0], &rc->pg[nout], rc->n * sizeof rc->pg[0]);
-    bool was_empty = held == 0;
+    bool was_empty = held == 0 && !rc->huge;
     page_used_set(pg, 0);
     rc->pg[rc->n++] = pg;
     STORE(&rc->slices, held + pg->slices, RELAXED);
@@ -92,68 +116,173 @@ bool mote__runcache_put(heap_tcache *h, heap_page *pg)
     runcache_unlock(rc);
     if (nout)
         mote__arena_large_free_kept(out, nout, now);
-    if (was_empty) /* the scavenger takes them back at the decay period */
-        mote__scavenger_kick();
+    runcache_kept(was_empty);
     return true;
 }
 
-/* Takes every kept block out of rc (busy held); returns how many. */
-static uint32_t runcache_empty(heap_runcache *rc, heap_page **out)
+/* A huge block kept for a request it exceeds by a third or more would keep
+ * that much resident for nothing: the arena's cache splits such blocks. */
+static inline bool huge_fits(uint64_t room, size_t size)
+{
+    return room >= size && room - size < room / 3;
+}
+
+heap_page *mote__runcache_take_huge(heap_tcache *h, size_t size, size_t align)
+{
+    heap_runcache *rc = &h->runs;
+    if (!LOAD(&rc->huge_bytes, RELAXED) || !runcache_lock(rc))
+        return NULL;
+    heap_page *pg = rc->huge; /* (the scavenger may have taken it since the look) */
+    rc->huge = NULL;
+    STORE(&rc->huge_bytes, 0, RELAXED);
+    uint32_t seq = rc->colour++, since = LOAD(&rc->put_ms, RELAXED);
+    runcache_unlock(rc);
+    if (!pg)
+        return NULL;
+    mote__assert(pg->kind == HEAP_PAGE_HUGE && !page_used(pg) && !pg->aligned);
+    if (align > 64 || !huge_fits(mote__arena_huge_room(pg), size)) {
+        /* The arena's cache may cut it to this request or grow it into
+         * it: no worse than had we never kept it. */
+        mote__arena_huge_free_kept(pg, since);
+        return NULL;
+    }
+    page_used_set(pg, 1);
+    pg->zeroed = 0;
+    count_grew(&rc->huge_grew, mote__arena_huge_place(pg, size, seq));
+    return pg;
+}
+
+bool mote__runcache_put_huge(heap_tcache *h, heap_page *pg)
+{
+    heap_runcache *rc = &h->runs;
+    mote__assert(pg->kind == HEAP_PAGE_HUGE && page_used(pg) == 1);
+    if (h == &mote__heap_tcache_empty || pg->usable > HEAP_RUNCACHE_HUGE_MAX ||
+        pg->aligned || LOAD(&rc->huge_bytes, RELAXED) || mote__arena_limited() ||
+        !runcache_lock(rc))
+        return false;
+    if (rc->huge) { /* (refilled by no one but us: only a stale look) */
+        runcache_unlock(rc);
+        return false;
+    }
+    bool was_empty = !LOAD(&rc->slices, RELAXED);
+    page_used_set(pg, 0);
+    rc->huge = pg;
+    STORE(&rc->huge_bytes, pg->usable, RELAXED);
+    STORE(&rc->put_ms, mote__os_coarse_ms(), RELAXED);
+    runcache_unlock(rc);
+    runcache_kept(was_empty);
+    return true;
+}
+
+/* Takes every kept block out of rc (lock held): the large ones into out
+ * (returns how many), the huge one into *huge. */
+static uint32_t runcache_empty(heap_runcache *rc, heap_page **out, heap_page **huge)
 {
     uint32_t n = rc->n;
     memcpy(out, rc->pg, n * sizeof rc->pg[0]);
     rc->n = 0;
     STORE(&rc->slices, 0, RELAXED);
+    *huge = rc->huge;
+    rc->huge = NULL;
+    STORE(&rc->huge_bytes, 0, RELAXED);
     return n;
+}
+
+static void runcache_give_back(heap_page **out, uint32_t n, heap_page *huge,
+                               uint32_t since)
+{
+    if (n)
+        mote__arena_large_free_kept(out, n, since);
+    if (huge)
+        mote__arena_huge_free_kept(huge, since);
 }
 
 void mote__runcache_flush(heap_tcache *h)
 {
     heap_runcache *rc = &h->runs;
-    heap_page *out[HEAP_RUNCACHE_SLOTS];
-    if (!LOAD(&rc->slices, RELAXED) || !runcache_lock(rc))
+    heap_page *out[HEAP_RUNCACHE_SLOTS], *huge;
+    if (!runcache_holds(rc) || !runcache_lock(rc))
         return; /* (the scavenger has it: it is emptying it) */
-    uint32_t since = LOAD(&rc->put_ms, RELAXED), n = runcache_empty(rc, out);
+    uint32_t since = LOAD(&rc->put_ms, RELAXED), n = runcache_empty(rc, out, &huge);
     runcache_unlock(rc);
-    if (n)
-        mote__arena_large_free_kept(out, n, since);
+    runcache_give_back(out, n, huge, since);
 }
+
+/* Caches due, locked at once with one heavy fence. */
+#define SCAV_BATCH 32
 
 long mote__runcache_scavenge(uint32_t decay_ms)
 {
     long next = -1;
-    uint32_t now = mote__os_coarse_ms();
-    for (heap_tcache *h = mote__tcache_all(); h; h = h->all_next) {
-        heap_runcache *rc = &h->runs;
-        if (!LOAD(&rc->slices, RELAXED))
+    heap_tcache *h = mote__tcache_all();
+    while (h) {
+        heap_runcache *due[SCAV_BATCH];
+        unsigned nd = 0;
+        uint32_t now = mote__os_coarse_ms();
+        for (; h && nd < SCAV_BATCH; h = h->all_next) {
+            heap_runcache *rc = &h->runs;
+            if (!runcache_holds(rc))
+                continue;
+            uint32_t age = now - LOAD(&rc->put_ms, RELAXED);
+            if (age >= decay_ms) {
+                heap_asym_close(&rc->lock);
+                due[nd++] = rc;
+            } else if (next < 0 || (long)(decay_ms - age) < next) {
+                next = (long)(decay_ms - age);
+            }
+        }
+        if (!nd)
             continue;
-        uint32_t age = now - LOAD(&rc->put_ms, RELAXED);
-        long wait = age < decay_ms ? (long)(decay_ms - age) : 0;
-        heap_page *out[HEAP_RUNCACHE_SLOTS];
-        uint32_t n = 0, since = 0;
-        if (wait == 0) {
-            if (runcache_lock(rc)) {
+        mote__heap_asym_heavy_fence();
+        for (unsigned i = 0; i < nd; i++) {
+            heap_runcache *rc = due[i];
+            heap_page *out[HEAP_RUNCACHE_SLOTS], *huge = NULL;
+            uint32_t n = 0, since = 0;
+            if (heap_asym_won(&rc->lock)) {
                 /* its owner may have put a block in since the look above */
                 since = LOAD(&rc->put_ms, RELAXED);
                 if (now - since >= decay_ms)
-                    n = runcache_empty(rc, out);
-                runcache_unlock(rc);
+                    n = runcache_empty(rc, out, &huge);
             }
-            if (n) /* free since the newest came in: due in the arena too */
-                mote__arena_large_free_kept(out, n, since);
-            else
-                wait = 10; /* busy, or refilled: look again soon */
+            heap_asym_open(&rc->lock);
+            /* free since the newest came in: due in the arena too */
+            runcache_give_back(out, n, huge, since);
+            if (!n && !huge && (next < 0 || next > 10))
+                next = 10; /* busy, or refilled: look again soon */
         }
-        if (wait && (next < 0 || wait < next))
-            next = wait;
     }
     return next;
 }
 
-uint64_t mote__runcache_bytes(void)
+bool mote__runcache_any(void)
 {
-    uint64_t slices = 0;
     for (heap_tcache *h = mote__tcache_all(); h; h = h->all_next)
+        if (runcache_holds(&h->runs))
+            return true;
+    return false;
+}
+
+void mote__runcache_kept(uint64_t *large, uint64_t *huge, uint64_t *huge_n)
+{
+    uint64_t slices = 0, hb = 0, hn = 0;
+    for (heap_tcache *h = mote__tcache_all(); h; h = h->all_next) {
         slices += LOAD(&h->runs.slices, RELAXED);
-    return slices << HEAP_SLICE_SHIFT;
+        uint64_t b = LOAD(&h->runs.huge_bytes, RELAXED);
+        hb += b;
+        hn += b != 0;
+    }
+    *large = slices << HEAP_SLICE_SHIFT;
+    *huge = hb;
+    *huge_n = hn;
+}
+
+void mote__runcache_grew(uint64_t *large, uint64_t *huge)
+{
+    uint64_t l = 0, g = 0;
+    for (heap_tcache *h = mote__tcache_all(); h; h = h->all_next) {
+        l += LOAD(&h->runs.large_grew, RELAXED);
+        g += LOAD(&h->runs.huge_grew, RELAXED);
+    }
+    *large = l;
+    *huge = g;
 }

@@ -11,8 +11,11 @@
  *
  * Pokes are cheap: an atomic increment of the futex word, and a wake only
  * when the thread sleeps without a timeout; a thread that sleeps with one
- * sees the work at its next round (at most the decay period later).  The
- * thread's signals are blocked, so it never runs a program's signal handler.
+ * sees the work at its next round (at most the decay period later).  A
+ * thread cache keeping a big block pokes only when the thread sleeps
+ * without a timeout, which it does only after a heavy fence (asym.h) and a
+ * last look at every cache.  The thread's signals are blocked, so it never
+ * runs a program's signal handler.
  */
 
 #include "heap/internal.h"
@@ -44,6 +47,22 @@ void mote__scavenger_kick(void)
         mote__scavenger_ensure();
 }
 
+/* After the caller's store of what its cache keeps.  A thread that keeps
+ * and reuses one big block would otherwise poke (a locked instruction) on
+ * every free; the thread, before it sleeps for good, looks at every cache
+ * after a heavy fence (asym.h): either it sees the block, or we see it
+ * idle and wake it. */
+void mote__scavenger_kick_kept(void)
+{
+    if (LOAD(&scav_state, ACQUIRE) != 1) {
+        mote__scavenger_ensure();
+        return;
+    }
+    heap_asym_light_fence();
+    if (LOAD(&scav_idle, RELAXED))
+        scavenger_poke();
+}
+
 static inline long min_wait(long a, long b)
 {
     return a < 0 ? b : b < 0 ? a : a < b ? a : b;
@@ -67,7 +86,10 @@ static void *scavenger_main(void *arg)
             continue;
         }
         STORE(&scav_idle, 1, SEQ_CST);
-        if (LOAD(&scav_seq, SEQ_CST) == seq)
+        /* A cache may have kept a block after our look without poking
+         * (mote__scavenger_kick_kept): the next round times it. */
+        mote__heap_asym_heavy_fence();
+        if (LOAD(&scav_seq, SEQ_CST) == seq && !mote__runcache_any())
             mote__os_futex_wait(&scav_seq, seq, -1);
         STORE(&scav_idle, 0, SEQ_CST);
     }
@@ -129,4 +151,7 @@ void mote__scavenger_fork_child(void)
     STORE(&scav_state, 0, RELAXED);
 #endif
     STORE(&scav_idle, 0, RELAXED);
+    /* the only thread: no cache is inside its lock (asym.h) */
+    if (LOAD(&mote__heap_asym_light, RELAXED))
+        mote__heap_asym_init();
 }

@@ -24,7 +24,7 @@
 
 typedef struct stats_snap {
     heap_small_usage u;
-    uint64_t inuse, mapped, released, free, caches, kept;
+    uint64_t inuse, mapped, released, free, caches, kept, kept_huge;
     heap_arena_stats a;
 } stats_snap;
 
@@ -47,10 +47,18 @@ static void stats_take(stats_snap *s)
     for (unsigned c = 1; c < HEAP_NCLS; c++)
         small += s->u.bytes[c];
     mote__arena_stats(&s->a);
-    /* A large block a thread keeps freed (runcache.c) is free, though the
+    /* A big block a thread keeps freed (runcache.c) is free, though the
      * arena counts it. */
-    s->kept = mote__runcache_bytes();
-    s->a.large_inuse -= s->kept < s->a.large_inuse ? s->kept : s->a.large_inuse;
+    uint64_t kl, kh, khn, gl, gh;
+    mote__runcache_grew(&gl, &gh);
+    s->a.large_inuse += gl; /* (mod 2^64: what the arena's counts lack) */
+    s->a.huge_inuse += gh;
+    mote__runcache_kept(&kl, &kh, &khn);
+    s->kept = kl;
+    s->kept_huge = kh;
+    s->a.large_inuse -= kl < s->a.large_inuse ? kl : s->a.large_inuse;
+    s->a.huge_inuse -= kh < s->a.huge_inuse ? kh : s->a.huge_inuse;
+    s->a.huge_count -= khn < s->a.huge_count ? khn : s->a.huge_count;
     s->inuse = small + s->a.large_inuse + s->a.huge_inuse;
     s->mapped = s->a.mapped;
     s->released = s->a.released < s->mapped ? s->a.released : s->mapped;
@@ -136,7 +144,7 @@ void mote__stats_print(bool json)
         OUT("{\"inuse\":%llu,\"free\":%llu,\"released\":%llu,\"mapped\":%llu,"
             "\"segments\":%llu,\"huge\":%llu,\"large_inuse\":%llu,\"huge_inuse\":%llu,"
             "\"decommits\":%llu,\"released_total\":%llu,\"thread_caches\":%llu,"
-            "\"kept_large_bytes\":%llu,"
+            "\"kept_large_bytes\":%llu,\"kept_huge_bytes\":%llu,"
             "\"cached_blocks\":%llu,\"cached_bytes\":%llu,\"cache_hits\":%llu,"
             "\"cache_misses\":%llu,\"released_inside_pages_total\":%llu,"
             "\"decay_ms\":%u,\"limit\":%llu,\"classes\":[",
@@ -146,10 +154,10 @@ void mote__stats_print(bool json)
             (unsigned long long)s.a.large_inuse, (unsigned long long)s.a.huge_inuse,
             (unsigned long long)s.a.decommits, (unsigned long long)s.a.released_total,
             (unsigned long long)s.caches, (unsigned long long)s.kept,
-            (unsigned long long)s.a.cache_count, (unsigned long long)s.a.cache_bytes,
-            (unsigned long long)s.a.cache_hits, (unsigned long long)s.a.cache_misses,
-            (unsigned long long)s.a.purged_total, mote__heap_cfg.decay_ms,
-            (unsigned long long)mote__heap_cfg.limit);
+            (unsigned long long)s.kept_huge, (unsigned long long)s.a.cache_count,
+            (unsigned long long)s.a.cache_bytes, (unsigned long long)s.a.cache_hits,
+            (unsigned long long)s.a.cache_misses, (unsigned long long)s.a.purged_total,
+            mote__heap_cfg.decay_ms, (unsigned long long)mote__heap_cfg.limit);
         bool first = true;
         for (unsigned c = 1; c < HEAP_NCLS; c++) {
             if (!s.u.pages[c])
@@ -187,6 +195,7 @@ void mote__stats_print(bool json)
             (unsigned long long)s.a.released_total);
         OUT("%-22s %14llu\n", "thread caches", (unsigned long long)s.caches);
         OUT("%-22s %14llu\n", "kept large bytes", (unsigned long long)s.kept);
+        OUT("%-22s %14llu\n", "kept huge bytes", (unsigned long long)s.kept_huge);
         OUT("%-22s %14llu\n", "cached big blocks", (unsigned long long)s.a.cache_count);
         OUT("%-22s %14llu\n", "cached big bytes", (unsigned long long)s.a.cache_bytes);
         OUT("%-22s %14llu\n", "big cache hits", (unsigned long long)s.a.cache_hits);
