@@ -20,7 +20,9 @@ void mote__heap_asym_init(void)
 
 void mote__heap_asym_heavy_fence(void)
 {
+#ifndef HEAP_ASYM_STRICT /* (there the flags are seq_cst accesses) */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
     /* Fails only when not registered, and then every owner's light fence
      * is a full one: the fence above is the heavy fence's whole job. */
     (void)mote__os_membarrier();
