@@ -110,12 +110,24 @@ TEST(a_kept_block_taken_for_a_bigger_request_holds_it_whole)
     CHECK_EQ(inuse(), before);
 }
 
-TEST(only_blocks_of_few_slices_at_the_start_of_their_run_are_kept)
+/* A block of more slices is kept only as the cache's one bigger block;
+ * one that may begin inside its run, not at all. */
+TEST(only_blocks_of_few_slices_at_the_start_of_their_run_are_kept_many)
 {
     mote_mem_release();
-    char *big = mote_malloc(((size_t)HEAP_RUNCACHE_SLICES << HEAP_SLICE_SHIFT) + 1);
-    CHECK(big != NULL);
+    size_t n = ((size_t)HEAP_RUNCACHE_SLICES << HEAP_SLICE_SHIFT) + 1;
+    char *big = mote_malloc(n), *big2 = mote_malloc(n);
+    CHECK(big != NULL && big2 != NULL);
     mote_free(big);
+    uint64_t k = kept();
+    CHECK(k >= n);
+    mote_free(big2); /* the bigger block's place is taken */
+    CHECK_EQ(kept(), k);
+    char *again = mote_malloc(n);
+    CHECK(heap_test_same_run(again, big));
+    CHECK_EQ(kept(), 0);
+    mote_free(again);
+    mote_mem_release();
     CHECK_EQ(kept(), 0);
     /* aligned past a slice: may begin inside its run */
     void *aligned = mote_aligned_alloc(128 << 10, 40 << 10);
@@ -248,7 +260,7 @@ TEST(a_kept_huge_block_takes_a_new_colour_each_time_and_the_stats_follow)
 TEST(a_huge_block_past_the_bound_is_not_kept)
 {
     mote_mem_release();
-    char *p = mote_malloc(HEAP_RUNCACHE_HUGE_MAX + 1);
+    char *p = mote_malloc(HEAP_RUNCACHE_BIG_MAX + 1);
     CHECK(p != NULL);
     mote_free(p);
     CHECK_EQ(kept_huge(), 0);

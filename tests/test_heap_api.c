@@ -323,7 +323,7 @@ static void double_free_huge(void)
  * map, and the second reads as any unknown pointer. */
 static void double_free_huge_unkept(void)
 {
-    void *p = mote_malloc(HEAP_RUNCACHE_HUGE_MAX + (1 << 20));
+    void *p = mote_malloc(HEAP_RUNCACHE_BIG_MAX + (1 << 20));
     mote_free(p);
     mote_free(p);
 }

@@ -225,8 +225,11 @@ static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero, bo
     bool exited = false;
     bool keepable = align <= 16 && n <= (size_t)HEAP_RUNCACHE_SLICES << HEAP_SLICE_SHIFT;
     bool large = n <= HEAP_LARGE_MAX && n + extra <= HEAP_LARGE_MAX;
+    /* Past what pg[] keeps: the cache's one bigger block serves it, or
+     * goes to the arena first (which may cut or grow it for this one). */
+    bool big = n > (size_t)HEAP_RUNCACHE_SLICES << HEAP_SLICE_SHIFT;
     if (HEAP_UNLIKELY(h == &mote__heap_tcache_empty) &&
-        (keepable || (!large && n <= HEAP_RUNCACHE_HUGE_MAX) ||
+        (keepable || (big && align <= 64 && n <= HEAP_RUNCACHE_BIG_MAX) ||
          LOAD(&mote__prof_on, RELAXED))) {
         /* no cache (after the thread's exit, or big blocks only): one for
          * the blocks it will keep, and for the profiler's countdown, as a
@@ -240,8 +243,8 @@ static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero, bo
             h, (uint32_t)((n + HEAP_SLICE_SIZE - 1) >> HEAP_SLICE_SHIFT), n);
         p = pg ? pg->first : NULL;
     }
-    if (!p && !large && h != &mote__heap_tcache_empty) {
-        heap_page *pg = mote__runcache_take_huge(h, n, align);
+    if (big && h != &mote__heap_tcache_empty) {
+        heap_page *pg = mote__runcache_take_big(h, n, align);
         p = pg ? pg->first : NULL;
     }
     if (!p)
@@ -326,12 +329,15 @@ static HEAP_NOINLINE void heap_free_slow(void *p)
     if (HEAP_UNLIKELY(pg->prof))
         mote__prof_free(pg, p);
     if (pg->kind == HEAP_PAGE_HUGE) {
-        if (!mote__runcache_put_huge(mote__heap_tls, pg))
+        if (!mote__runcache_put_big(mote__heap_tls, pg))
             mote__arena_huge_free(heap_segment_of(pg), p);
         return;
     }
     if (pg->kind == HEAP_PAGE_LARGE) {
-        if (!mote__runcache_put(mote__heap_tls, pg))
+        bool kept = pg->slices <= HEAP_RUNCACHE_SLICES
+                        ? mote__runcache_put(mote__heap_tls, pg)
+                        : mote__runcache_put_big(mote__heap_tls, pg);
+        if (!kept)
             mote__arena_large_free(pg);
         return;
     }

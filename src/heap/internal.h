@@ -294,22 +294,23 @@ typedef struct heap_rbuf {
  * kept for its next malloc of as many slices (runcache.c): a block of
  * 32-256 KiB freed and allocated again takes no arena lock (8 threads on 2
  * CPUs contending for it took 8x the time of bitmap pages).  At most
- * HEAP_RUNCACHE_SLOTS blocks and HEAP_RUNCACHE_MAX slices; and one freed
- * huge block of up to HEAP_RUNCACHE_HUGE_MAX usable bytes, for its next
- * malloc of about as many.  The scavenger takes them all back once the
- * newest is as old as the decay period. */
-#define HEAP_RUNCACHE_SLICES   4
-#define HEAP_RUNCACHE_SLOTS    16
-#define HEAP_RUNCACHE_MAX      16 /* slices: 1 MiB */
-#define HEAP_RUNCACHE_HUGE_MAX (16UL << 20)
+ * HEAP_RUNCACHE_SLOTS blocks and HEAP_RUNCACHE_MAX slices; and one bigger
+ * block (a large one, or a huge one of up to HEAP_RUNCACHE_BIG_MAX usable
+ * bytes), for its next malloc of about as many bytes.  The scavenger takes
+ * them all back once the newest is as old as the decay period. */
+#define HEAP_RUNCACHE_SLICES  4
+#define HEAP_RUNCACHE_SLOTS   16
+#define HEAP_RUNCACHE_MAX     16 /* slices: 1 MiB */
+#define HEAP_RUNCACHE_BIG_MAX (16UL << 20)
 typedef struct heap_runcache {
-    heap_asym lock;      /* the owner's, or the scavenger's (asym.h) */
-    uint32_t colour;     /* blocks taken: the next one's cache colour (lock) */
-    uint32_t n;          /* blocks in pg[], oldest first (lock) */
-    uint32_t slices;     /* slices they hold (atomic: stats and scavenger read it) */
-    uint32_t put_ms;     /* when the newest came in (atomic, as slices) */
-    heap_page *huge;     /* the huge block (lock), or NULL */
-    uint64_t huge_bytes; /* its usable bytes, or 0 (atomic, as slices) */
+    heap_asym lock;     /* the owner's, or the scavenger's (asym.h) */
+    uint32_t colour;    /* blocks taken: the next one's cache colour (lock) */
+    uint32_t n;         /* blocks in pg[], oldest first (lock) */
+    uint32_t slices;    /* slices they hold (atomic: stats and scavenger read it) */
+    uint32_t put_ms;    /* when the newest came in (atomic, as slices) */
+    uint8_t big_kind;   /* the big block's kind, HEAP_PAGE_LARGE or _HUGE (as slices) */
+    heap_page *big;     /* the big block (lock), or NULL */
+    uint64_t big_bytes; /* its usable bytes, or 0 (atomic, as slices) */
     /* What takes added to the usable bytes of the blocks they placed anew,
      * mod 2^64, for the stats to add to the arena's in-use counts (their
      * own atomics would cost each take a locked instruction).  Written
@@ -621,12 +622,16 @@ heap_page *mote__runcache_take(heap_tcache *h, uint32_t slices, size_t size);
 /* Keeps freed large block pg (in use, its free checked) in h's cache:
  * false if it does not fit or may not be kept (the caller frees it). */
 bool mote__runcache_put(heap_tcache *h, heap_page *pg);
-/* The huge block h keeps, in use again, if it holds size bytes at align
- * (0: any) without wasting a third of itself; else NULL. */
-heap_page *mote__runcache_take_huge(heap_tcache *h, size_t size, size_t align);
-/* Keeps freed huge block pg (in use, its free checked) in h's cache: false
- * if it may not be kept (the caller frees it). */
-bool mote__runcache_put_huge(heap_tcache *h, heap_page *pg);
+/* The big block h keeps, in use again, if it holds size bytes (more than
+ * HEAP_RUNCACHE_SLICES slices hold) without leaving a third of itself idle
+ * and the request asks no alignment past 64 bytes; else NULL, and a block
+ * kept that did not suit went back to the arena (whose cache may cut or
+ * grow a huge one for the request). */
+heap_page *mote__runcache_take_big(heap_tcache *h, size_t size, size_t align);
+/* Keeps freed block pg (large of more than HEAP_RUNCACHE_SLICES slices, or
+ * huge; in use, its free checked) as h's big block: false if it may not be
+ * kept (the caller frees it). */
+bool mote__runcache_put_big(heap_tcache *h, heap_page *pg);
 /* Gives h's kept blocks back to the arena (its thread exits, or
  * mote_mem_release): owner only. */
 void mote__runcache_flush(heap_tcache *h);

@@ -1,21 +1,23 @@
 /*
  * runcache.c - each thread's cache of freed big blocks (heap_runcache in
  * internal.h): large blocks of up to HEAP_RUNCACHE_SLICES slices, and one
- * huge block.  A block freed on a thread waits there for that thread's
- * next malloc of as many slices (about as many bytes, for the huge one),
- * which takes it without the arena lock and without a locked instruction.
- * Any thread may keep any big block: they have no owner.
+ * bigger block, large or huge.  A block freed on a thread waits there for
+ * that thread's next malloc of as many slices (about as many bytes, for
+ * the bigger one), which takes it without the arena lock and without a
+ * locked instruction.  Any thread may keep any big block: they have no
+ * owner.
  *
  * Invariants:
  *   - a kept block is a large or huge page with used 0 (so a second free
- *     of it is caught, as for any such block); a large one asked no
- *     alignment past 64 bytes, nor did a huge one; a take gives the block
- *     a new cache colour in the room it has; both are still counted in the arena's in-use bytes (the stats
- *     subtract what the caches keep), and a huge one keeps its place in
- *     the segment map;
+ *     of it is caught, as for any such block); it asked no alignment past
+ *     64 bytes (a large one in pg[]: past 16), and a take gives it a new
+ *     cache colour in the room it has; it is still counted in the arena's
+ *     in-use bytes (the stats subtract what the caches keep), and a huge
+ *     one keeps its place in the segment map;
  *   - pg[0..n) is oldest first; slices is the sum of their slices, at most
- *     HEAP_RUNCACHE_MAX; huge_bytes is the huge block's usable bytes (0:
- *     none); put_ms is when the newest of all came in;
+ *     HEAP_RUNCACHE_MAX; big_bytes is the bigger block's usable bytes (0:
+ *     none) and big_kind its kind; put_ms is when the newest of all came
+ *     in;
  *   - large_grew and huge_grew are written by the owner only, after a take,
  *     outside the lock (the scavenger never writes them).
  * Locking: lock is asym.h's try-lock, never waited for: the owner takes it
@@ -39,7 +41,7 @@ static inline void runcache_unlock(heap_runcache *rc) { heap_asym_leave(&rc->loc
 
 static inline bool runcache_holds(heap_runcache *rc)
 {
-    return LOAD(&rc->slices, RELAXED) || LOAD(&rc->huge_bytes, RELAXED);
+    return LOAD(&rc->slices, RELAXED) || LOAD(&rc->big_bytes, RELAXED);
 }
 
 /* Lock left, something stored in rc: if it held nothing, the scavenger
@@ -107,7 +109,7 @@ bool mote__runcache_put(heap_tcache *h, heap_page *pg)
     }
     if (nout)
         memmove(&rc->pg[0], &rc->pg[nout], rc->n * sizeof rc->pg[0]);
-    bool was_empty = held == 0 && !rc->huge;
+    bool was_empty = held == 0 && !rc->big;
     page_used_set(pg, 0);
     rc->pg[rc->n++] = pg;
     STORE(&rc->slices, held + pg->slices, RELAXED);
@@ -120,92 +122,112 @@ bool mote__runcache_put(heap_tcache *h, heap_page *pg)
     return true;
 }
 
-/* A huge block kept for a request it exceeds by a third or more would keep
- * that much resident for nothing: the arena's cache splits such blocks. */
-static inline bool huge_fits(uint64_t room, size_t size)
+/* A block kept for a request it exceeds by a third or more would keep that
+ * much resident for nothing: the arena splits such blocks. */
+static inline bool big_fits(uint64_t room, size_t size)
 {
     return room >= size && room - size < room / 3;
 }
 
-heap_page *mote__runcache_take_huge(heap_tcache *h, size_t size, size_t align)
+/* The room a big block may start and end in. */
+static inline uint64_t big_room(const heap_page *pg)
+{
+    return pg->kind == HEAP_PAGE_LARGE ? (uint64_t)pg->slices << HEAP_SLICE_SHIFT
+                                       : mote__arena_huge_room(pg);
+}
+
+static void big_give_back(heap_page *pg, uint32_t since)
+{
+    if (pg->kind == HEAP_PAGE_LARGE)
+        mote__arena_large_free_kept(&pg, 1, since);
+    else
+        mote__arena_huge_free_kept(pg, since);
+}
+
+heap_page *mote__runcache_take_big(heap_tcache *h, size_t size, size_t align)
 {
     heap_runcache *rc = &h->runs;
-    if (!LOAD(&rc->huge_bytes, RELAXED) || !runcache_lock(rc))
+    if (!LOAD(&rc->big_bytes, RELAXED) || !runcache_lock(rc))
         return NULL;
-    heap_page *pg = rc->huge; /* (the scavenger may have taken it since the look) */
-    rc->huge = NULL;
-    STORE(&rc->huge_bytes, 0, RELAXED);
+    heap_page *pg = rc->big; /* (the scavenger may have taken it since the look) */
+    rc->big = NULL;
+    STORE(&rc->big_bytes, 0, RELAXED);
     uint32_t seq = rc->colour++, since = LOAD(&rc->put_ms, RELAXED);
     runcache_unlock(rc);
     if (!pg)
         return NULL;
-    mote__assert(pg->kind == HEAP_PAGE_HUGE && !page_used(pg) && !pg->aligned);
-    if (align > 64 || !huge_fits(mote__arena_huge_room(pg), size)) {
-        /* The arena's cache may cut it to this request or grow it into
-         * it: no worse than had we never kept it. */
-        mote__arena_huge_free_kept(pg, since);
+    mote__assert(!page_used(pg) && !pg->aligned);
+    bool huge = pg->kind == HEAP_PAGE_HUGE;
+    if (align > 64 || huge != (size > HEAP_LARGE_MAX) || !big_fits(big_room(pg), size)) {
+        /* No worse than had we never kept it: the arena may cut it to
+         * this request or grow it into it. */
+        big_give_back(pg, since);
         return NULL;
     }
     page_used_set(pg, 1);
     pg->zeroed = 0;
-    count_grew(&rc->huge_grew, mote__arena_huge_place(pg, size, seq));
+    if (huge)
+        count_grew(&rc->huge_grew, mote__arena_huge_place(pg, size, seq));
+    else
+        count_grew(&rc->large_grew, mote__arena_large_place(pg, size, seq));
     return pg;
 }
 
-bool mote__runcache_put_huge(heap_tcache *h, heap_page *pg)
+bool mote__runcache_put_big(heap_tcache *h, heap_page *pg)
 {
     heap_runcache *rc = &h->runs;
-    mote__assert(pg->kind == HEAP_PAGE_HUGE && page_used(pg) == 1);
-    if (h == &mote__heap_tcache_empty || pg->usable > HEAP_RUNCACHE_HUGE_MAX ||
-        pg->aligned || LOAD(&rc->huge_bytes, RELAXED) || mote__arena_limited() ||
+    mote__assert(page_used(pg) == 1);
+    if (h == &mote__heap_tcache_empty || pg->usable > HEAP_RUNCACHE_BIG_MAX ||
+        pg->aligned || LOAD(&rc->big_bytes, RELAXED) || mote__arena_limited() ||
         !runcache_lock(rc))
         return false;
-    if (rc->huge) { /* (refilled by no one but us: only a stale look) */
+    if (rc->big) { /* (refilled by no one but us: only a stale look) */
         runcache_unlock(rc);
         return false;
     }
     bool was_empty = !LOAD(&rc->slices, RELAXED);
     page_used_set(pg, 0);
-    rc->huge = pg;
-    STORE(&rc->huge_bytes, pg->usable, RELAXED);
+    rc->big = pg;
+    STORE(&rc->big_kind, pg->kind, RELAXED);
+    STORE(&rc->big_bytes, pg->usable, RELAXED);
     STORE(&rc->put_ms, mote__os_coarse_ms(), RELAXED);
     runcache_unlock(rc);
     runcache_kept(was_empty);
     return true;
 }
 
-/* Takes every kept block out of rc (lock held): the large ones into out
- * (returns how many), the huge one into *huge. */
-static uint32_t runcache_empty(heap_runcache *rc, heap_page **out, heap_page **huge)
+/* Takes every kept block out of rc (lock held): pg[] into out (returns
+ * how many), the big one into *big. */
+static uint32_t runcache_empty(heap_runcache *rc, heap_page **out, heap_page **big)
 {
     uint32_t n = rc->n;
     memcpy(out, rc->pg, n * sizeof rc->pg[0]);
     rc->n = 0;
     STORE(&rc->slices, 0, RELAXED);
-    *huge = rc->huge;
-    rc->huge = NULL;
-    STORE(&rc->huge_bytes, 0, RELAXED);
+    *big = rc->big;
+    rc->big = NULL;
+    STORE(&rc->big_bytes, 0, RELAXED);
     return n;
 }
 
-static void runcache_give_back(heap_page **out, uint32_t n, heap_page *huge,
+static void runcache_give_back(heap_page **out, uint32_t n, heap_page *big,
                                uint32_t since)
 {
     if (n)
         mote__arena_large_free_kept(out, n, since);
-    if (huge)
-        mote__arena_huge_free_kept(huge, since);
+    if (big)
+        big_give_back(big, since);
 }
 
 void mote__runcache_flush(heap_tcache *h)
 {
     heap_runcache *rc = &h->runs;
-    heap_page *out[HEAP_RUNCACHE_SLOTS], *huge;
+    heap_page *out[HEAP_RUNCACHE_SLOTS], *big;
     if (!runcache_holds(rc) || !runcache_lock(rc))
         return; /* (the scavenger has it: it is emptying it) */
-    uint32_t since = LOAD(&rc->put_ms, RELAXED), n = runcache_empty(rc, out, &huge);
+    uint32_t since = LOAD(&rc->put_ms, RELAXED), n = runcache_empty(rc, out, &big);
     runcache_unlock(rc);
-    runcache_give_back(out, n, huge, since);
+    runcache_give_back(out, n, big, since);
 }
 
 /* Caches due, locked at once with one heavy fence. */
@@ -236,18 +258,18 @@ long mote__runcache_scavenge(uint32_t decay_ms)
         mote__heap_asym_heavy_fence();
         for (unsigned i = 0; i < nd; i++) {
             heap_runcache *rc = due[i];
-            heap_page *out[HEAP_RUNCACHE_SLOTS], *huge = NULL;
+            heap_page *out[HEAP_RUNCACHE_SLOTS], *big = NULL;
             uint32_t n = 0, since = 0;
             if (heap_asym_won(&rc->lock)) {
                 /* its owner may have put a block in since the look above */
                 since = LOAD(&rc->put_ms, RELAXED);
                 if (now - since >= decay_ms)
-                    n = runcache_empty(rc, out, &huge);
+                    n = runcache_empty(rc, out, &big);
             }
             heap_asym_open(&rc->lock);
             /* free since the newest came in: due in the arena too */
-            runcache_give_back(out, n, huge, since);
-            if (!n && !huge && (next < 0 || next > 10))
+            runcache_give_back(out, n, big, since);
+            if (!n && !big && (next < 0 || next > 10))
                 next = 10; /* busy, or refilled: look again soon */
         }
     }
@@ -264,14 +286,18 @@ bool mote__runcache_any(void)
 
 void mote__runcache_kept(uint64_t *large, uint64_t *huge, uint64_t *huge_n)
 {
-    uint64_t slices = 0, hb = 0, hn = 0;
+    uint64_t lb = 0, hb = 0, hn = 0;
     for (heap_tcache *h = mote__tcache_all(); h; h = h->all_next) {
-        slices += LOAD(&h->runs.slices, RELAXED);
-        uint64_t b = LOAD(&h->runs.huge_bytes, RELAXED);
-        hb += b;
-        hn += b != 0;
+        lb += (uint64_t)LOAD(&h->runs.slices, RELAXED) << HEAP_SLICE_SHIFT;
+        uint64_t b = LOAD(&h->runs.big_bytes, RELAXED);
+        if (LOAD(&h->runs.big_kind, RELAXED) == HEAP_PAGE_HUGE) {
+            hb += b;
+            hn += b != 0;
+        } else {
+            lb += b;
+        }
     }
-    *large = slices << HEAP_SLICE_SHIFT;
+    *large = lb;
     *huge = hb;
     *huge_n = hn;
 }
