@@ -429,6 +429,13 @@ TEST(nothing_is_kept_under_a_memory_limit)
     mote_free(p);
     CHECK_EQ(kept_huge(), 0);
     CHECK_EQ(mote__heap_set_limit(0), 0);
+    /* kept before a limit was set, by a thread that calls nothing since */
+    pthread_t t = start_idle_keeper();
+    CHECK(kept_all() > 0);
+    CHECK_EQ(mote__heap_set_limit(1ull << 32), 0);
+    CHECK_EQ(kept_all(), 0);
+    CHECK_EQ(mote__heap_set_limit(0), 0);
+    stop_idle_keeper(t);
 }
 
 /* ---- the owner and the scavenger at once ---- */

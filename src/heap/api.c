@@ -570,7 +570,12 @@ void mote__heap_release_all(void)
 int mote__heap_set_limit(uint64_t bytes)
 {
     heap_ensure_init();
-    return mote__arena_set_limit(bytes);
+    int r = mote__arena_set_limit(bytes);
+    /* Nothing is kept under a limit: what threads kept before it was set
+     * goes back now, where the limit can reclaim it. */
+    if (bytes)
+        mote__runcache_scavenge(0);
+    return r;
 }
 
 size_t mote__heap_committed_bytes(void) { return (size_t)mote__arena_committed(); }
