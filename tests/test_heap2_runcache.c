@@ -476,14 +476,18 @@ TEST(kept_blocks_stay_whole_while_another_thread_empties_the_caches)
 {
     mote_mem_release();
     atomic_store(&race_stop, 0);
-    pthread_t own[2], rel;
-    CHECK_EQ(pthread_create(&rel, NULL, race_releaser, NULL), 0);
+    /* two emptiers besides the scavenger: they must keep out of each other's
+     * way as well as the owners' */
+    pthread_t own[2], rel[2];
+    for (unsigned i = 0; i < 2; i++)
+        CHECK_EQ(pthread_create(&rel[i], NULL, race_releaser, NULL), 0);
     for (unsigned i = 0; i < 2; i++)
         CHECK_EQ(pthread_create(&own[i], NULL, race_owner, (void *)(uintptr_t)i), 0);
     for (unsigned i = 0; i < 2; i++)
         CHECK_EQ(pthread_join(own[i], NULL), 0);
     atomic_store(&race_stop, 1);
-    CHECK_EQ(pthread_join(rel, NULL), 0);
+    for (unsigned i = 0; i < 2; i++)
+        CHECK_EQ(pthread_join(rel[i], NULL), 0);
     mote_mem_release();
     CHECK_EQ(kept_all(), 0);
 }

@@ -35,6 +35,7 @@ static heap_lock init_lock = HEAP_LOCK_INIT;
 
 static void heap_fork_prepare(void)
 {
+    mote__runcache_fork_prepare();
     mote__tcache_fork_prepare();
     mote__arena_fork_prepare();
 }
@@ -43,12 +44,14 @@ static void heap_fork_parent(void)
 {
     mote__arena_fork_parent();
     mote__tcache_fork_parent();
+    mote__runcache_fork_parent();
 }
 
 static void heap_fork_child(void)
 {
     mote__arena_fork_child();
     mote__tcache_fork_child();
+    mote__runcache_fork_child();
     mote__stats_fork_child();
     mote__prof_fork_child();
     mote__scavenger_fork_child();

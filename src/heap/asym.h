@@ -12,8 +12,12 @@
  * Dekker's protocol, its two fences made unequal:
  *   owner      busy = 1; light fence; gate set? -> busy = 0, fail
  *              ...; busy = 0 (release)
- *   scavenger  gate = 1; heavy fence; busy set? -> gate = 0, fail
- *              ...; gate = 0 (release)
+ *   scavenger  gate += 1; heavy fence; busy set? -> gate -= 1, fail
+ *              ...; gate -= 1 (release)
+ * The gate counts the scavenging sides in or going in, so two of them (the
+ * scavenger's run-cache pass and the arena's bitmap claims, which run under
+ * different locks) may close it at once; neither protects data from the
+ * other: each kind of scavenging has its own lock for that.
  * The heavy fence (membarrier) has every running thread of the process
  * execute a full barrier before it returns, which orders the owner's store
  * of busy before its load of gate as an mfence would: one of the two sees
@@ -42,8 +46,8 @@
 #endif
 
 typedef struct heap_asym {
-    uint8_t busy; /* the owner is inside (written by the owner only) */
-    uint8_t gate; /* the scavenger is inside or about to be (by it only) */
+    uint8_t busy;  /* the owner is inside (written by the owner only) */
+    uint16_t gate; /* scavenging sides inside or about to be */
 } heap_asym;
 
 /* The process is registered for membarrier: the light fence may be a
@@ -82,11 +86,12 @@ static inline bool heap_asym_enter(heap_asym *a)
 static inline void heap_asym_leave(heap_asym *a) { STORE(&a->busy, 0, RELEASE); }
 
 /* Scavenger, for any number of locks at once: close each gate, then one
- * heavy fence, then each lock is its if its owner is not inside. */
-static inline void heap_asym_close(heap_asym *a) { STORE(&a->gate, 1, SEQ_CST); }
+ * heavy fence, then each lock is its if its owner is not inside; every
+ * gate closed is opened again, won or not. */
+static inline void heap_asym_close(heap_asym *a) { FETCH_ADD(&a->gate, 1, SEQ_CST); }
 void mote__heap_asym_heavy_fence(void);
 static inline bool heap_asym_won(heap_asym *a) { return LOAD(&a->busy, SEQ_CST) == 0; }
-static inline void heap_asym_open(heap_asym *a) { STORE(&a->gate, 0, RELEASE); }
+static inline void heap_asym_open(heap_asym *a) { FETCH_SUB(&a->gate, 1, RELEASE); }
 
 /* Registers the process for membarrier (the heap's init, and a fork child,
  * which is not sure to inherit its parent's registration). */

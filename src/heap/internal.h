@@ -638,6 +638,10 @@ void mote__runcache_flush(heap_tcache *h);
 /* Every cache whose newest kept block is decay_ms old (all when decay_ms is
  * 0) gives them back; returns ms until the next is due, or -1. */
 long mote__runcache_scavenge(uint32_t decay_ms);
+/* fork: no cache is being emptied across it. */
+void mote__runcache_fork_prepare(void);
+void mote__runcache_fork_parent(void);
+void mote__runcache_fork_child(void);
 /* Whether any cache keeps a block (the scavenger, after a heavy fence,
  * before it sleeps for good). */
 bool mote__runcache_any(void);

@@ -25,7 +25,11 @@
  * to empty a cache whose newest block is as old as the decay period, and
  * pays for both with a membarrier.  Whoever finds it taken does without
  * the cache (the owner goes to the arena; the scavenger looks again
- * later).  The arena lock is taken only after the cache's is left.
+ * later).  Emptying other threads' caches (the scavenger, any thread's
+ * mote_mem_release) holds scav_lock while it takes blocks out, as the
+ * asymmetric lock keeps the owner out but not another emptier; the blocks
+ * go to the arena after it is left.  The arena lock is taken only after a
+ * cache's lock is left.
  */
 #include <string.h>
 
@@ -231,7 +235,21 @@ void mote__runcache_flush(heap_tcache *h)
 }
 
 /* Caches due, locked at once with one heavy fence. */
-#define SCAV_BATCH 32
+#define SCAV_BATCH 16
+
+static heap_lock scav_lock = HEAP_LOCK_INIT;
+
+void mote__runcache_fork_prepare(void) { heap_lock_acquire(&scav_lock); }
+void mote__runcache_fork_parent(void) { heap_lock_release(&scav_lock); }
+void mote__runcache_fork_child(void) { STORE(&scav_lock.v, 0, RELEASE); }
+
+/* What one batch took out of the caches it emptied, given back to the
+ * arena once scav_lock is left (the arena may call the scavenger's inline
+ * pass, which empties caches too). */
+typedef struct scav_out {
+    heap_page *pg[HEAP_RUNCACHE_SLOTS], *big;
+    uint32_t n, since;
+} scav_out;
 
 long mote__runcache_scavenge(uint32_t decay_ms)
 {
@@ -239,7 +257,9 @@ long mote__runcache_scavenge(uint32_t decay_ms)
     heap_tcache *h = mote__tcache_all();
     while (h) {
         heap_runcache *due[SCAV_BATCH];
+        scav_out out[SCAV_BATCH];
         unsigned nd = 0;
+        heap_lock_acquire(&scav_lock);
         uint32_t now = mote__os_coarse_ms();
         for (; h && nd < SCAV_BATCH; h = h->all_next) {
             heap_runcache *rc = &h->runs;
@@ -253,25 +273,28 @@ long mote__runcache_scavenge(uint32_t decay_ms)
                 next = (long)(decay_ms - age);
             }
         }
-        if (!nd)
-            continue;
-        mote__heap_asym_heavy_fence();
+        if (nd)
+            mote__heap_asym_heavy_fence();
         for (unsigned i = 0; i < nd; i++) {
             heap_runcache *rc = due[i];
-            heap_page *out[HEAP_RUNCACHE_SLOTS], *big = NULL;
-            uint32_t n = 0, since = 0;
+            scav_out *o = &out[i];
+            o->n = 0;
+            o->big = NULL;
+            o->since = 0;
             if (heap_asym_won(&rc->lock)) {
                 /* its owner may have put a block in since the look above */
-                since = LOAD(&rc->put_ms, RELAXED);
-                if (now - since >= decay_ms)
-                    n = runcache_empty(rc, out, &big);
+                o->since = LOAD(&rc->put_ms, RELAXED);
+                if (now - o->since >= decay_ms)
+                    o->n = runcache_empty(rc, o->pg, &o->big);
             }
             heap_asym_open(&rc->lock);
-            /* free since the newest came in: due in the arena too */
-            runcache_give_back(out, n, big, since);
-            if (!n && !big && (next < 0 || next > 10))
+            if (!o->n && !o->big && (next < 0 || next > 10))
                 next = 10; /* busy, or refilled: look again soon */
         }
+        heap_lock_release(&scav_lock);
+        /* free since the newest came in: due in the arena too */
+        for (unsigned i = 0; i < nd; i++)
+            runcache_give_back(out[i].pg, out[i].n, out[i].big, out[i].since);
     }
     return next;
 }
