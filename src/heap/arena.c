@@ -1041,7 +1041,8 @@ static int bm_claim_due(uint32_t decay_ms, uint32_t now, bm_claim *out, int max,
                 return n;
             }
             uint64_t b = LOAD(&pg->bits, RELAXED);
-            if (b & HEAP_BM_PURGING) /* another caller has it */
+            /* another caller has it, or it is leaving (HEAP_BM_RETIRED) */
+            if (b & (HEAP_BM_PURGING | HEAP_BM_RETIRED))
                 continue;
             if (XCHG(&pg->dirty, 0, RELAXED))
                 FETCH_SUB(&mote__heap_bm_dirty, 1, RELAXED);
@@ -1051,7 +1052,7 @@ static int bm_claim_due(uint32_t decay_ms, uint32_t now, bm_claim *out, int max,
             for (;;) {
                 uint64_t want = b & bm_all(pg) & ~pg->purged;
                 uint64_t tail = pg->purged & HEAP_BM_TAIL ? 0 : HEAP_BM_TAIL;
-                if (!want && !tail)
+                if ((!want && !tail) || (b & HEAP_BM_RETIRED))
                     break;
                 if (CAS(&pg->bits, &b, (b & ~want) | HEAP_BM_PURGING, ACQUIRE)) {
                     out[n++] = (bm_claim){pg, want | tail, allocs};

@@ -89,6 +89,11 @@ enum {
 #define HEAP_BM_PURGING   (1ULL << 63) /* the scavenger holds claimed bits */
 #define HEAP_BM_MAXBLOCKS 62           /* blocks per bitmap page, at most */
 #define HEAP_BM_TAIL      (1ULL << 62) /* in purged: the page's tail is released */
+/* In bits: the page left its owner for the arena (bm_retire).  The
+ * scavenger never claims such a page: once it is back in the arena its
+ * slices may serve another page at once, whose bytes a release of the old
+ * page's tail would wipe. */
+#define HEAP_BM_RETIRED   (1ULL << 62)
 typedef struct heap_block {
     struct heap_block *next;
     uintptr_t cookie; /* (address ^ mote__heap_key) while free: double-free check */
@@ -146,7 +151,8 @@ typedef struct __attribute__((aligned(128))) heap_page {
             size_t usable;  /* large/huge: usable bytes from first */
         };
         struct {
-            uint64_t bits;   /* bitmap: free blocks | HEAP_BM_PURGING (atomic) */
+            uint64_t bits;   /* bitmap: free blocks | HEAP_BM_PURGING, or
+                                HEAP_BM_RETIRED (atomic) */
             uint64_t purged; /* bitmap: free blocks released (arena lock) */
         };
     };

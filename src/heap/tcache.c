@@ -216,7 +216,7 @@ static inline bool page_stays_empty(heap_tcache *h, heap_page *pg)
 static bool bm_retire(heap_page *pg)
 {
     uint64_t all = bm_all(pg);
-    if (!CAS(&pg->bits, &all, 0, ACQUIRE))
+    if (!CAS(&pg->bits, &all, HEAP_BM_RETIRED, ACQUIRE))
         return false;
     if (XCHG(&pg->dirty, 0, RELAXED))
         FETCH_SUB(&mote__heap_bm_dirty, 1, RELAXED);
