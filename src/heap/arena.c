@@ -57,6 +57,7 @@
  * Counters are atomics so metrics can read them without the lock.
  */
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -1009,7 +1010,10 @@ typedef struct bm_claim {
 } bm_claim;
 
 /* Lock held.  Claims what is due into out[0..max); sets *next to the ms
- * until the next page is due (or 0 when out was too small). */
+ * until the next page is due (or 0 when out was too small).  Pages due are
+ * picked first, their owning caches' gates closed (asym.h: the owner then
+ * changes its pages' words with atomics only), and claimed after one heavy
+ * fence, each unless its owner was inside. */
 static int bm_claim_due(uint32_t decay_ms, uint32_t now, bm_claim *out, int max,
                         long *next)
 {
@@ -1038,30 +1042,48 @@ static int bm_claim_due(uint32_t decay_ms, uint32_t now, bm_claim *out, int max,
             }
             if (n == max) {
                 *next = 0;
-                return n;
+                goto claim;
             }
-            uint64_t b = LOAD(&pg->bits, RELAXED);
             /* another caller has it, or it is leaving (HEAP_BM_RETIRED) */
-            if (b & (HEAP_BM_PURGING | HEAP_BM_RETIRED))
+            if (LOAD(&pg->bits, RELAXED) & (HEAP_BM_PURGING | HEAP_BM_RETIRED))
                 continue;
-            if (XCHG(&pg->dirty, 0, RELAXED))
-                FETCH_SUB(&mote__heap_bm_dirty, 1, RELAXED);
-            uint32_t allocs = LOAD(&pg->allocs, RELAXED);
-            if (allocs != pg->purge_allocs) /* released blocks were reused */
-                pg->purged &= HEAP_BM_TAIL;
-            for (;;) {
-                uint64_t want = b & bm_all(pg) & ~pg->purged;
-                uint64_t tail = pg->purged & HEAP_BM_TAIL ? 0 : HEAP_BM_TAIL;
-                if ((!want && !tail) || (b & HEAP_BM_RETIRED))
-                    break;
-                if (CAS(&pg->bits, &b, (b & ~want) | HEAP_BM_PURGING, ACQUIRE)) {
-                    out[n++] = (bm_claim){pg, want | tail, allocs};
-                    break;
-                }
-            }
+            heap_asym_close(page_asym(pg));
+            out[n++] = (bm_claim){pg, 0, 0};
         }
     }
-    return n;
+claim:
+    if (!n)
+        return 0;
+    mote__heap_asym_heavy_fence();
+    int kept = 0;
+    for (int k = 0; k < n; k++) {
+        heap_page *pg = out[k].pg;
+        heap_asym *a = page_asym(pg);
+        uint64_t b = LOAD(&pg->bits, RELAXED);
+        if (!heap_asym_won(a) || (b & (HEAP_BM_PURGING | HEAP_BM_RETIRED))) {
+            heap_asym_open(a);
+            if (*next < 0 || *next > 10)
+                *next = 10; /* its owner was inside: look again soon */
+            continue;
+        }
+        if (XCHG(&pg->dirty, 0, RELAXED))
+            FETCH_SUB(&mote__heap_bm_dirty, 1, RELAXED);
+        uint32_t allocs = LOAD(&pg->allocs, RELAXED);
+        if (allocs != pg->purge_allocs) /* released blocks were reused */
+            pg->purged &= HEAP_BM_TAIL;
+        for (;;) {
+            uint64_t want = b & bm_all(pg) & ~pg->purged;
+            uint64_t tail = pg->purged & HEAP_BM_TAIL ? 0 : HEAP_BM_TAIL;
+            if ((!want && !tail) || (b & HEAP_BM_RETIRED))
+                break;
+            if (CAS(&pg->bits, &b, (b & ~want) | HEAP_BM_PURGING, ACQUIRE)) {
+                out[kept++] = (bm_claim){pg, want | tail, allocs};
+                break;
+            }
+        }
+        heap_asym_open(a);
+    }
+    return kept;
 }
 
 /* Ranges to release, batched into as few system calls as the kernel takes. */
@@ -1124,11 +1146,21 @@ static uint64_t bm_release(const bm_claim *c, int n, uint64_t *calls)
     return r.bytes;
 }
 
-/* Lock held.  Puts the claimed blocks back and records them released. */
+/* Lock held.  Puts the claimed blocks back and records them released.
+ * These must go back: with the gates closed (see bm_claim_due) it waits for
+ * an owner inside to leave (a few instructions, never a lock). */
 static void bm_unclaim(const bm_claim *c, int n)
 {
+    if (!n)
+        return;
+    for (int k = 0; k < n; k++)
+        heap_asym_close(page_asym(c[k].pg));
+    mote__heap_asym_heavy_fence();
     for (int k = 0; k < n; k++) {
         heap_page *pg = c[k].pg;
+        heap_asym *a = page_asym(pg);
+        while (!heap_asym_won(a))
+            sched_yield();
         uint64_t give = c[k].mask & bm_all(pg);
         uint64_t b = LOAD(&pg->bits, RELAXED);
         mote__assert(b & HEAP_BM_PURGING);
@@ -1137,6 +1169,7 @@ static void bm_unclaim(const bm_claim *c, int n)
             ;
         pg->purged |= c[k].mask;
         pg->purge_allocs = c[k].allocs;
+        heap_asym_open(a);
     }
 }
 

@@ -309,7 +309,6 @@ typedef struct heap_rbuf {
 #define HEAP_RUNCACHE_MAX     16 /* slices: 1 MiB */
 #define HEAP_RUNCACHE_BIG_MAX (16UL << 20)
 typedef struct heap_runcache {
-    heap_asym lock;     /* the owner's, or the scavenger's (asym.h) */
     uint32_t colour;    /* blocks taken: the next one's cache colour (lock) */
     uint32_t n;         /* blocks in pg[], oldest first (lock) */
     uint32_t slices;    /* slices they hold (atomic: stats and scavenger read it) */
@@ -357,6 +356,9 @@ typedef struct heap_tcache {
     heap_block *seen_foreign[HEAP_BITMAP_CLS], *seen_recent[HEAP_BITMAP_CLS],
         *seen_stash[HEAP_STASH_NCLS];
     heap_runcache runs; /* see heap_runcache */
+    /* The owner's, or a scavenging side's (asym.h): guards runs, and the
+     * words of this cache's bitmap pages against the scavenger's claims. */
+    heap_asym asym;
     /* ---- written by other threads: on a line of their own ---- */
     __attribute__((aligned(64))) uintptr_t inbox; /* messages and single blocks
                                                      freed into our pages (push,
@@ -371,6 +373,9 @@ static inline heap_tcache *page_owner(const heap_page *pg)
 }
 
 static inline uint64_t bm_all(const heap_page *pg) { return (1ULL << pg->reserved) - 1; }
+
+/* The lock that guards a bitmap page's word: its owning cache's. */
+static inline heap_asym *page_asym(const heap_page *pg) { return &page_owner(pg)->asym; }
 
 static inline uint32_t page_capacity(const heap_page *pg)
 {

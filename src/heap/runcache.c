@@ -20,7 +20,7 @@
  *     in;
  *   - large_grew and huge_grew are written by the owner only, after a take,
  *     outside the lock (the scavenger never writes them).
- * Locking: lock is asym.h's try-lock, never waited for: the owner takes it
+ * Locking: the cache's asym lock (asym.h), never waited for: the owner takes it
  * for each take or put with no locked instruction; the scavenger takes it
  * to empty a cache whose newest block is as old as the decay period, and
  * pays for both with a membarrier.  Whoever finds it taken does without
@@ -39,9 +39,9 @@
 _Static_assert(HEAP_RUNCACHE_MAX / 2 >= HEAP_RUNCACHE_SLICES,
                "a cache emptied to half its slices has room for any block");
 
-static inline bool runcache_lock(heap_runcache *rc) { return heap_asym_enter(&rc->lock); }
+static inline bool runcache_lock(heap_tcache *h) { return heap_asym_enter(&h->asym); }
 
-static inline void runcache_unlock(heap_runcache *rc) { heap_asym_leave(&rc->lock); }
+static inline void runcache_unlock(heap_tcache *h) { heap_asym_leave(&h->asym); }
 
 static inline bool runcache_holds(heap_runcache *rc)
 {
@@ -65,7 +65,7 @@ static inline void count_grew(uint64_t *counter, uint64_t grew)
 heap_page *mote__runcache_take(heap_tcache *h, uint32_t slices, size_t size)
 {
     heap_runcache *rc = &h->runs;
-    if (!LOAD(&rc->slices, RELAXED) || !runcache_lock(rc))
+    if (!LOAD(&rc->slices, RELAXED) || !runcache_lock(h))
         return NULL;
     heap_page *pg = NULL;
     uint32_t seq = 0;
@@ -79,7 +79,7 @@ heap_page *mote__runcache_take(heap_tcache *h, uint32_t slices, size_t size)
         seq = rc->colour++;
         break;
     }
-    runcache_unlock(rc);
+    runcache_unlock(h);
     if (pg) {
         mote__assert(pg->kind == HEAP_PAGE_LARGE && !page_used(pg) && !pg->aligned);
         page_used_set(pg, 1);
@@ -96,7 +96,7 @@ bool mote__runcache_put(heap_tcache *h, heap_page *pg)
     heap_runcache *rc = &h->runs;
     mote__assert(pg->kind == HEAP_PAGE_LARGE && page_used(pg) == 1);
     if (h == &mote__heap_tcache_empty || pg->slices > HEAP_RUNCACHE_SLICES ||
-        pg->aligned || mote__arena_limited() || !runcache_lock(rc))
+        pg->aligned || mote__arena_limited() || !runcache_lock(h))
         return false;
     /* Room first: the oldest go back to the arena (after busy is dropped),
      * half the cache at a time, so a burst of frees takes the arena lock
@@ -119,7 +119,7 @@ bool mote__runcache_put(heap_tcache *h, heap_page *pg)
     STORE(&rc->slices, held + pg->slices, RELAXED);
     uint32_t now = mote__os_coarse_ms();
     STORE(&rc->put_ms, now, RELAXED);
-    runcache_unlock(rc);
+    runcache_unlock(h);
     if (nout)
         mote__arena_large_free_kept(out, nout, now);
     runcache_kept(was_empty);
@@ -151,13 +151,13 @@ static void big_give_back(heap_page *pg, uint32_t since)
 heap_page *mote__runcache_take_big(heap_tcache *h, size_t size, size_t align)
 {
     heap_runcache *rc = &h->runs;
-    if (!LOAD(&rc->big_bytes, RELAXED) || !runcache_lock(rc))
+    if (!LOAD(&rc->big_bytes, RELAXED) || !runcache_lock(h))
         return NULL;
     heap_page *pg = rc->big; /* (the scavenger may have taken it since the look) */
     rc->big = NULL;
     STORE(&rc->big_bytes, 0, RELAXED);
     uint32_t seq = rc->colour++, since = LOAD(&rc->put_ms, RELAXED);
-    runcache_unlock(rc);
+    runcache_unlock(h);
     if (!pg)
         return NULL;
     mote__assert(!page_used(pg) && !pg->aligned);
@@ -183,10 +183,10 @@ bool mote__runcache_put_big(heap_tcache *h, heap_page *pg)
     mote__assert(page_used(pg) == 1);
     if (h == &mote__heap_tcache_empty || pg->usable > HEAP_RUNCACHE_BIG_MAX ||
         pg->aligned || LOAD(&rc->big_bytes, RELAXED) || mote__arena_limited() ||
-        !runcache_lock(rc))
+        !runcache_lock(h))
         return false;
     if (rc->big) { /* (refilled by no one but us: only a stale look) */
-        runcache_unlock(rc);
+        runcache_unlock(h);
         return false;
     }
     bool was_empty = !LOAD(&rc->slices, RELAXED);
@@ -195,7 +195,7 @@ bool mote__runcache_put_big(heap_tcache *h, heap_page *pg)
     STORE(&rc->big_kind, pg->kind, RELAXED);
     STORE(&rc->big_bytes, pg->usable, RELAXED);
     STORE(&rc->put_ms, mote__os_coarse_ms(), RELAXED);
-    runcache_unlock(rc);
+    runcache_unlock(h);
     runcache_kept(was_empty);
     return true;
 }
@@ -227,10 +227,10 @@ void mote__runcache_flush(heap_tcache *h)
 {
     heap_runcache *rc = &h->runs;
     heap_page *out[HEAP_RUNCACHE_SLOTS], *big;
-    if (!runcache_holds(rc) || !runcache_lock(rc))
+    if (!runcache_holds(rc) || !runcache_lock(h))
         return; /* (the scavenger has it: it is emptying it) */
     uint32_t since = LOAD(&rc->put_ms, RELAXED), n = runcache_empty(rc, out, &big);
-    runcache_unlock(rc);
+    runcache_unlock(h);
     runcache_give_back(out, n, big, since);
 }
 
@@ -256,7 +256,7 @@ long mote__runcache_scavenge(uint32_t decay_ms)
     long next = -1;
     heap_tcache *h = mote__tcache_all();
     while (h) {
-        heap_runcache *due[SCAV_BATCH];
+        heap_tcache *due[SCAV_BATCH];
         scav_out out[SCAV_BATCH];
         unsigned nd = 0;
         heap_lock_acquire(&scav_lock);
@@ -267,8 +267,8 @@ long mote__runcache_scavenge(uint32_t decay_ms)
                 continue;
             uint32_t age = now - LOAD(&rc->put_ms, RELAXED);
             if (age >= decay_ms) {
-                heap_asym_close(&rc->lock);
-                due[nd++] = rc;
+                heap_asym_close(&h->asym);
+                due[nd++] = h;
             } else if (next < 0 || (long)(decay_ms - age) < next) {
                 next = (long)(decay_ms - age);
             }
@@ -276,18 +276,18 @@ long mote__runcache_scavenge(uint32_t decay_ms)
         if (nd)
             mote__heap_asym_heavy_fence();
         for (unsigned i = 0; i < nd; i++) {
-            heap_runcache *rc = due[i];
+            heap_runcache *rc = &due[i]->runs;
             scav_out *o = &out[i];
             o->n = 0;
             o->big = NULL;
             o->since = 0;
-            if (heap_asym_won(&rc->lock)) {
+            if (heap_asym_won(&due[i]->asym)) {
                 /* its owner may have put a block in since the look above */
                 o->since = LOAD(&rc->put_ms, RELAXED);
                 if (now - o->since >= decay_ms)
                     o->n = runcache_empty(rc, o->pg, &o->big);
             }
-            heap_asym_open(&rc->lock);
+            heap_asym_open(&due[i]->asym);
             if (!o->n && !o->big && (next < 0 || next > 10))
                 next = 10; /* busy, or refilled: look again soon */
         }
