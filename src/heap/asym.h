@@ -7,7 +7,10 @@
  * Why: a locked instruction waits until every earlier store has left the
  * store buffer, so a program that writes a big block and frees it waited
  * in free's try-lock for its own writes (docs/heap.md, "What the big-block
- * loops wait for").
+ * loops wait for"), and one that writes its blocks of 5-32 KiB waited in
+ * the CAS that takes the next one from a bitmap page.  Each thread cache
+ * has one (heap_tcache.asym): it guards the cache's run cache and the
+ * words of its bitmap pages.
  *
  * Dekker's protocol, its two fences made unequal:
  *   owner      busy = 1; light fence; gate set? -> busy = 0, fail
@@ -15,9 +18,9 @@
  *   scavenger  gate += 1; heavy fence; busy set? -> gate -= 1, fail
  *              ...; gate -= 1 (release)
  * The gate counts the scavenging sides in or going in, so two of them (the
- * scavenger's run-cache pass and the arena's bitmap claims, which run under
- * different locks) may close it at once; neither protects data from the
- * other: each kind of scavenging has its own lock for that.
+ * run-cache pass and the arena's bitmap claims, which run under different
+ * locks) may close it at once.  It keeps the owner out, not another
+ * scavenging side: each kind has its own lock for that.
  * The heavy fence (membarrier) has every running thread of the process
  * execute a full barrier before it returns, which orders the owner's store
  * of busy before its load of gate as an mfence would: one of the two sees
@@ -25,9 +28,9 @@
  * barrier.  Until the process is registered for membarrier (at the heap's
  * init; never where the kernel or a seccomp filter refuses) the light fence
  * is a full one: registering only ever makes it lighter, and the heavy
- * fence is a full one as well as a membarrier.  Under a
- * sanitizer, which models neither, the flags are seq_cst accesses: Dekker
- * in C11's own terms.
+ * fence is a full one as well as a membarrier.  Under a sanitizer, which
+ * models neither, the flags are seq_cst accesses: Dekker in C11's own
+ * terms.
  */
 #ifndef MOTE_HEAP_ASYM_H
 #define MOTE_HEAP_ASYM_H
