@@ -19,6 +19,7 @@
 #include "check.h"
 #include "heap/heap.h"
 #include "heap/internal.h"
+#include "heap_test.h"
 #include "mote.h"
 
 static long rss_bytes(void)
@@ -197,25 +198,9 @@ static void *words_owner(void *arg)
     return NULL;
 }
 
-static void *words_claimer(void *arg)
-{
-    (void)arg;
-    while (!atomic_load(&stop))
-        mote_mem_release();
-    return NULL;
-}
-
 TEST(claims_race_with_an_owner_whose_pages_come_and_go)
 {
-    atomic_store(&stop, 0);
-    pthread_t own, cl[2];
-    for (int i = 0; i < 2; i++)
-        CHECK(pthread_create(&cl[i], NULL, words_claimer, NULL) == 0);
-    CHECK(pthread_create(&own, NULL, words_owner, NULL) == 0);
-    pthread_join(own, NULL);
-    atomic_store(&stop, 1);
-    for (int i = 0; i < 2; i++)
-        pthread_join(cl[i], NULL);
+    heap_test_race_releases(words_owner, 1);
     CHECK(arena().purged_total > 0);
 }
 

@@ -11,7 +11,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -440,11 +439,10 @@ TEST(nothing_is_kept_under_a_memory_limit)
 
 /* ---- the owner and the scavenger at once ---- */
 
-static atomic_int race_stop;
-
-/* Kept blocks taken and put back while another thread empties every cache
- * again and again: a block two threads both took would show the other's
- * bytes. */
+/* Kept blocks taken and put back while other threads empty every cache
+ * again and again (two emptiers besides the scavenger: they must keep out
+ * of each other's way as well as the owners'): a block two threads both
+ * took would show the other's bytes. */
 static void *race_owner(void *arg)
 {
     unsigned id = (unsigned)(uintptr_t)arg;
@@ -464,30 +462,10 @@ static void *race_owner(void *arg)
     return NULL;
 }
 
-static void *race_releaser(void *arg)
-{
-    (void)arg;
-    while (!atomic_load(&race_stop))
-        mote_mem_release();
-    return NULL;
-}
-
 TEST(kept_blocks_stay_whole_while_another_thread_empties_the_caches)
 {
     mote_mem_release();
-    atomic_store(&race_stop, 0);
-    /* two emptiers besides the scavenger: they must keep out of each other's
-     * way as well as the owners' */
-    pthread_t own[2], rel[2];
-    for (unsigned i = 0; i < 2; i++)
-        CHECK_EQ(pthread_create(&rel[i], NULL, race_releaser, NULL), 0);
-    for (unsigned i = 0; i < 2; i++)
-        CHECK_EQ(pthread_create(&own[i], NULL, race_owner, (void *)(uintptr_t)i), 0);
-    for (unsigned i = 0; i < 2; i++)
-        CHECK_EQ(pthread_join(own[i], NULL), 0);
-    atomic_store(&race_stop, 1);
-    for (unsigned i = 0; i < 2; i++)
-        CHECK_EQ(pthread_join(rel[i], NULL), 0);
+    heap_test_race_releases(race_owner, 2);
     mote_mem_release();
     CHECK_EQ(kept_all(), 0);
 }
