@@ -27,17 +27,19 @@ static uint64_t kept_huge_n;
 /* Large blocks' bytes kept in every cache. */
 static uint64_t kept(void)
 {
-    uint64_t large, huge;
-    mote__runcache_kept(&large, &huge, &kept_huge_n);
-    return large;
+    heap_runcache_totals t;
+    mote__runcache_totals(&t);
+    kept_huge_n = t.kept_huge_n;
+    return t.kept_large;
 }
 
 /* Huge blocks' usable bytes kept in every cache. */
 static uint64_t kept_huge(void)
 {
-    uint64_t large, huge;
-    mote__runcache_kept(&large, &huge, &kept_huge_n);
-    return huge;
+    heap_runcache_totals t;
+    mote__runcache_totals(&t);
+    kept_huge_n = t.kept_huge_n;
+    return t.kept_huge;
 }
 
 static uint64_t kept_all(void) { return kept() + kept_huge(); }

@@ -656,11 +656,13 @@ void mote__runcache_fork_child(void);
 /* Whether any cache keeps a block (the scavenger, after a heavy fence,
  * before it sleeps for good). */
 bool mote__runcache_any(void);
-/* What every cache keeps (any thread: stats): large blocks' bytes, huge
- * blocks' usable bytes and their number. */
-void mote__runcache_kept(uint64_t *large, uint64_t *huge, uint64_t *huge_n);
-/* What every cache's takes added to the in-use bytes (mod 2^64; stats). */
-void mote__runcache_grew(uint64_t *large, uint64_t *huge);
+/* Over every cache, in one walk (any thread: stats): what they keep (large
+ * blocks' bytes, huge blocks' usable bytes and their number), and what
+ * their takes added to the in-use bytes (mod 2^64). */
+typedef struct heap_runcache_totals {
+    uint64_t kept_large, kept_huge, kept_huge_n, grew_large, grew_huge;
+} heap_runcache_totals;
+void mote__runcache_totals(heap_runcache_totals *t);
 
 /* ---- scavenger.c ---- */
 void mote__scavenger_ensure(void);

@@ -307,31 +307,20 @@ bool mote__runcache_any(void)
     return false;
 }
 
-void mote__runcache_kept(uint64_t *large, uint64_t *huge, uint64_t *huge_n)
+void mote__runcache_totals(heap_runcache_totals *t)
 {
-    uint64_t lb = 0, hb = 0, hn = 0;
+    *t = (heap_runcache_totals){0};
     for (heap_tcache *h = mote__tcache_all(); h; h = h->all_next) {
-        lb += (uint64_t)LOAD(&h->runs.slices, RELAXED) << HEAP_SLICE_SHIFT;
-        uint64_t b = LOAD(&h->runs.big_bytes, RELAXED);
-        if (LOAD(&h->runs.big_kind, RELAXED) == HEAP_PAGE_HUGE) {
-            hb += b;
-            hn += b != 0;
+        heap_runcache *rc = &h->runs;
+        t->kept_large += (uint64_t)LOAD(&rc->slices, RELAXED) << HEAP_SLICE_SHIFT;
+        uint64_t b = LOAD(&rc->big_bytes, RELAXED);
+        if (LOAD(&rc->big_kind, RELAXED) == HEAP_PAGE_HUGE) {
+            t->kept_huge += b;
+            t->kept_huge_n += b != 0;
         } else {
-            lb += b;
+            t->kept_large += b;
         }
+        t->grew_large += LOAD(&rc->large_grew, RELAXED);
+        t->grew_huge += LOAD(&rc->huge_grew, RELAXED);
     }
-    *large = lb;
-    *huge = hb;
-    *huge_n = hn;
-}
-
-void mote__runcache_grew(uint64_t *large, uint64_t *huge)
-{
-    uint64_t l = 0, g = 0;
-    for (heap_tcache *h = mote__tcache_all(); h; h = h->all_next) {
-        l += LOAD(&h->runs.large_grew, RELAXED);
-        g += LOAD(&h->runs.huge_grew, RELAXED);
-    }
-    *large = l;
-    *huge = g;
 }

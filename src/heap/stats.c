@@ -49,16 +49,17 @@ static void stats_take(stats_snap *s)
     mote__arena_stats(&s->a);
     /* A big block a thread keeps freed (runcache.c) is free, though the
      * arena counts it. */
-    uint64_t kl, kh, khn, gl, gh;
-    mote__runcache_grew(&gl, &gh);
-    s->a.large_inuse += gl; /* (mod 2^64: what the arena's counts lack) */
-    s->a.huge_inuse += gh;
-    mote__runcache_kept(&kl, &kh, &khn);
-    s->kept = kl;
-    s->kept_huge = kh;
-    s->a.large_inuse -= kl < s->a.large_inuse ? kl : s->a.large_inuse;
-    s->a.huge_inuse -= kh < s->a.huge_inuse ? kh : s->a.huge_inuse;
-    s->a.huge_count -= khn < s->a.huge_count ? khn : s->a.huge_count;
+    heap_runcache_totals rt;
+    mote__runcache_totals(&rt);
+    s->a.large_inuse += rt.grew_large; /* (mod 2^64: what the arena's counts lack) */
+    s->a.huge_inuse += rt.grew_huge;
+    s->kept = rt.kept_large;
+    s->kept_huge = rt.kept_huge;
+    s->a.large_inuse -=
+        rt.kept_large < s->a.large_inuse ? rt.kept_large : s->a.large_inuse;
+    s->a.huge_inuse -= rt.kept_huge < s->a.huge_inuse ? rt.kept_huge : s->a.huge_inuse;
+    s->a.huge_count -=
+        rt.kept_huge_n < s->a.huge_count ? rt.kept_huge_n : s->a.huge_count;
     s->inuse = small + s->a.large_inuse + s->a.huge_inuse;
     s->mapped = s->a.mapped;
     s->released = s->a.released < s->mapped ? s->a.released : s->mapped;
