@@ -32,8 +32,8 @@
 #   colour       the first line of 64 blocks of 64 KiB, 100 KiB, 1 MiB and
 #                4 MiB read in turn (are big blocks cache-coloured?)
 #   profile      mallocbench, 2 threads, with MOTE_HEAPPROFILE set and not
-#                (mote only), 3 pairs back to back; the line says whether a
-#                profile was written
+#                (mote only), 3 pairs back to back of PF_OPS ops a thread;
+#                the line says whether a profile was written
 #
 # Allocators alternate inside each case (see `each` below).  Every run
 # prints one key=value line (bench= alloc= threads= mops= peak_rss= rep=, or
@@ -111,16 +111,20 @@ done
 if [ "$MODE" = full ]; then
     MB_OPS=40000000 XT_BLOCKS=8000000 FI_MB=2048 FI_IDLE=3000
     LL_SECS=2 LL_BYTES=$((16 << 30)) LA_THREADS="2 8" LA_OPS=200000 TR_REQS=5000
-    PC_MSGS=6000000 XS_BLOCKS=24000000 BS_OPS=10000000 LR_STEPS=400
+    PC_MSGS=6000000 XS_BLOCKS=24000000 BS_OPS=10000000 LR_STEPS=400 PF_OPS=40000000
 else
     MB_OPS=12000000 XT_BLOCKS=3000000 FI_MB=512 FI_IDLE=1500
     LL_SECS=1 LL_BYTES=$((8 << 30)) LA_THREADS="2" LA_OPS=100000 TR_REQS=3000
-    PC_MSGS=3000000 XS_BLOCKS=8000000 BS_OPS=3000000 LR_STEPS=100
+    PC_MSGS=3000000 XS_BLOCKS=8000000 BS_OPS=3000000 LR_STEPS=100 PF_OPS=30000000
 fi
 # xtstab's runs last ~0.25 s under mote (8x the 3M blocks of the report at
 # 6b2b096, whose 0.03 s runs moved 30% with any 10 ms stall of this VM):
 # the ratio should show the allocator's run-to-run spread, not the machine's.
 # survivors is the issue's exact case in both modes: 1 GiB, 2 threads, 1/64.
+# profile's runs (PF_OPS per thread) last ~0.3 s for the same reason: at
+# mallocbench's 6M ops (0.06 s) one stall of the VM moved a pair's ratio
+# by more than the 5% the verdict is about (pairs read 0.86-0.98 at 6M,
+# 0.95-1.02 at 30M, on one library, 2026-12-05).
 # threadreq stays at 5000 requests in --full: jemalloc takes ~10 ms per
 # request here (a fresh thread faults in its whole tcache), 200 s at 20000.
 SV_MB=1024 SV_IDLE=2000
@@ -229,7 +233,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
                 env=""
                 [ $side = on ] && env="MOTE_HEAPPROFILE=$pf"
                 EXTRA_ENV="$env" BENCH_AS=profile-$side TAG=" pair=$k" \
-                    one mote "$rep" "$BIN/mallocbench" 2 $((MB_OPS / 2))
+                    one mote "$rep" "$BIN/mallocbench" 2 $PF_OPS
             done
         done
         w=0

@@ -1138,8 +1138,9 @@ class Report:
             active = bool(written) and all(w == "1" for w in written)
             spread = " (pairs %.3f-%.3f)" % (min(ratios), max(ratios)) if ratios else ""
             md.append("**Heap profiler cost** — mallocbench, 2 threads, mote with `MOTE_HEAPPROFILE` set and not, "
-                      "in pairs run back to back: %s vs %s Mops/s; median of %d pairs' ratios %.3f×%s; "
-                      "profile written: %s.\n" % (
+                      "in pairs run back to back (runs of %.2f s): %s vs %s Mops/s; median of %d pairs' "
+                      "ratios %.3f×%s; profile written: %s.\n" % (
+                          Stat([num(d, "secs") for d in off]).med or 0.0,
                           fmt_stat(son, lambda v: "%.1f" % v), fmt_stat(soff, lambda v: "%.1f" % v),
                           len(ratios), r, spread, "yes" if active else "no (no profiler yet: the ratio is noise)"))
             self.add_summary("allocator round 2", "mallocbench with the sampling heap profiler on ≥ 0.95× off",
