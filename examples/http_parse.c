@@ -14,7 +14,8 @@
  *   - Content-Length that is not one decimal number, appears twice, or
  *     overflows; Transfer-Encoding together with Content-Length or in an
  *     HTTP/1.0 request (RFC 9112 6.1, 6.3);
- *   - HTTP/1.1 without exactly one Host, or several Host headers;
+ *   - HTTP/1.1 without exactly one Host, or several Host headers, or a
+ *     Host whose value holds a byte no host or port can (a space, '/', '@');
  *   - a head over HTTP_MAX_HEAD bytes or HTTP_MAX_HEADERS lines, as soon as
  *     that is certain.
  * Transfer-coded bodies are refused with 501 instead of decoded: the hello
@@ -48,6 +49,21 @@ static inline bool is_field_byte(unsigned char c)
 static inline bool is_target_byte(unsigned char c) { return c > 0x20 && c < 0x7f; }
 
 static inline bool is_ows(unsigned char c) { return c == ' ' || c == '\t'; }
+
+/* A Host value is `uri-host [ ":" port ]` (RFC 9110 7.2): reg-name,
+ * IP-literal and port characters of RFC 3986, pct-encoding's '%' included;
+ * no finer grammar (Go's server checks the same set).  Empty is allowed. */
+static bool is_host_value(const char *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || strchr("-._~!$&'()*+,;=:[]%", c) != NULL) ||
+            c == 0)
+            return false;
+    }
+    return true;
+}
 
 static bool name_is(const char *s, size_t n, const char *lower)
 {
@@ -148,8 +164,11 @@ static http_result take_header(http_parser *p, const char *buf, size_t s, size_t
 
     switch (name_len) { /* only the headers that change framing or reply */
     case 4:
-        if (name_is(name, name_len, "host"))
+        if (name_is(name, name_len, "host")) {
+            if (!is_host_value(v, vn))
+                return HTTP_ERR_HOST;
             p->hosts++;
+        }
         break;
     case 6:
         if (name_is(name, name_len, "expect") && name_is(v, vn, "100-continue"))

@@ -35,7 +35,7 @@ typedef enum http_result {
                                       HTTP_MAX_HEADERS headers: 400 */
     HTTP_ERR_VERSION = -3,         /* not HTTP/1.x: 400 */
     HTTP_ERR_LENGTH = -4,          /* bad or repeated Content-Length: 400 */
-    HTTP_ERR_HOST = -5,            /* no or several Host headers: 400 */
+    HTTP_ERR_HOST = -5,            /* no, several or a malformed Host: 400 */
     HTTP_ERR_TRANSFER_CODING = -6, /* Transfer-Encoding: 501 */
 } http_result;
 

@@ -197,6 +197,16 @@ static void test_host_rules(void)
     expect_err("GET / HTTP/1.1\r\n\r\n", HTTP_ERR_HOST);
     expect_err("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", HTTP_ERR_HOST);
     expect_err("GET / HTTP/1.0\r\nHost: a\r\nHost: a\r\n\r\n", HTTP_ERR_HOST);
+    /* hosts and ports as RFC 3986 writes them pass; anything else is 400 */
+    expect_ok("GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n");
+    expect_ok("GET / HTTP/1.1\r\nHost: xn--bcher-kva.example:80\r\n\r\n");
+    expect_ok("GET / HTTP/1.1\r\nHost: a%20b.example\r\n\r\n");
+    expect_err("GET / HTTP/1.1\r\nHost: a b\r\n\r\n", HTTP_ERR_HOST);
+    expect_err("GET / HTTP/1.1\r\nHost: a\tb\r\n\r\n", HTTP_ERR_HOST);
+    expect_err("GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", HTTP_ERR_HOST);
+    expect_err("GET / HTTP/1.1\r\nHost: user@a\r\n\r\n", HTTP_ERR_HOST);
+    expect_err("GET / HTTP/1.1\r\nHost: \xc3\xa9.example\r\n\r\n", HTTP_ERR_HOST);
+    expect_err("GET / HTTP/1.0\r\nHost: a\"b\r\n\r\n", HTTP_ERR_HOST);
 }
 
 static void test_content_length(void)
