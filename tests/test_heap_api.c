@@ -386,6 +386,39 @@ static void free_uncarved_remote(void)
     pthread_join(t, NULL);
     mote_free(remote_ptr);
 }
+/* A block carved onto a fresh page's free list with the one malloc took,
+ * never handed out: on a block boundary, in the carved part, and free.
+ * Taken free again, it would be on the free list twice. */
+static void *carved_unused_block(void)
+{
+    for (int i = 0; i < 10000; i++) {
+        char *p = mote_malloc(2000); /* 2 KiB blocks: two carved at a time */
+        heap_page *pg = heap_segment_of(p)->map[((uintptr_t)p >> HEAP_SLICE_SHIFT) & 63];
+        CHECK(pg->kind == HEAP_PAGE_SMALL);
+        if (page_used(pg) == 1 && page_capacity(pg) == 2 && p == (char *)pg->start)
+            return p + pg->bsize;
+    }
+    CHECK(!"no fresh page of 2 KiB blocks");
+    return NULL;
+}
+static void free_carved_unused(void) { mote_free(carved_unused_block()); }
+static void realloc_carved_unused(void) { (void)!mote_realloc(carved_unused_block(), 100); }
+static void *carved_unused_thread(void *arg)
+{
+    (void)arg;
+    remote_ptr = carved_unused_block();
+    return NULL;
+}
+/* The owner has exited: the free would keep it on this thread's list of
+ * other threads' blocks. */
+static void free_carved_unused_remote(void)
+{
+    mote_free(mote_malloc(16)); /* this thread has a cache */
+    pthread_t t;
+    pthread_create(&t, NULL, carved_unused_thread, NULL);
+    pthread_join(t, NULL);
+    mote_free(remote_ptr);
+}
 static void realloc_freed(void)
 {
     char *p = mote_malloc(100);
@@ -442,6 +475,14 @@ TEST(free_of_a_block_never_carved_aborts) { ABORT_CASE(free_uncarved, false); }
 TEST(free_of_a_block_never_carved_from_another_thread_aborts)
 {
     ABORT_CASE(free_uncarved_remote, false);
+}
+/* (as a double free: it is free already, though no malloc returned it) */
+TEST(free_of_a_carved_block_never_handed_out_aborts)
+{
+    ABORT_CASE(free_carved_unused, true);
+    ABORT_CASE(free_carved_unused_remote, true);
+    if (!TEST_SANITIZED)
+        expect_abort_says(realloc_carved_unused, "realloc", true);
 }
 TEST(realloc_of_a_freed_block_aborts)
 {

@@ -20,7 +20,10 @@ void mote__page_init_small(heap_page *pg, heap_tcache *owner, unsigned cls)
     pg->prof = owner->shadow_of != NULL;
 }
 
-/* Carves about HEAP_CARVE_BYTES more blocks onto the free list. */
+/* Carves about HEAP_CARVE_BYTES more blocks onto the free list, each with
+ * the cookie of a free block (on the line `next` is written to anyway): a
+ * free of one that malloc never handed out is then caught as a free of a
+ * free block, not taken onto the list a second time. */
 void mote__page_extend(heap_page *pg)
 {
     uint32_t n = (uint32_t)(HEAP_CARVE_BYTES / pg->bsize), cap = page_capacity(pg);
@@ -32,9 +35,12 @@ void mote__page_extend(heap_page *pg)
         return;
     uint8_t *p = pg->start + (size_t)cap * pg->bsize;
     heap_block *head = (heap_block *)p;
-    for (uint32_t i = 0; i + 1 < n; i++, p += pg->bsize)
+    for (uint32_t i = 0; i + 1 < n; i++, p += pg->bsize) {
         ((heap_block *)p)->next = (heap_block *)(p + pg->bsize);
+        ((heap_block *)p)->cookie = (uintptr_t)p ^ mote__heap_key;
+    }
     ((heap_block *)p)->next = pg->free;
+    ((heap_block *)p)->cookie = (uintptr_t)p ^ mote__heap_key;
     pg->free = head;
     page_capacity_set(pg, cap + n);
 }
