@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -698,6 +699,81 @@ TEST(a_huge_block_grows_and_shrinks_in_place_or_by_moving_its_pages)
     CHECK(p != NULL);
     CHECK(pages_hold(p, 0, 5 << 20, 7));
     mote_free(p);
+}
+
+/* The range of the mapping in /proc/self/maps that holds p. */
+static bool mapping_of(const void *p, uintptr_t *lo, uintptr_t *hi)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    CHECK(f != NULL);
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+        if (sscanf(line, "%lx-%lx", &a, &b) == 2 && a <= (uintptr_t)p &&
+            (uintptr_t)p < b) {
+            *lo = a;
+            *hi = b;
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* A block that could not grow where it was moves to a new unit, and is one
+ * mapping there, so it grows in place again.  (Moved into the start of a
+ * bigger mapping, it stayed a mapping of its own beside the fresh rest:
+ * every later growth failed in place and moved it again.) */
+TEST(a_moved_huge_block_is_one_mapping_and_grows_in_place_again)
+{
+    size_t n = 6 << 20;
+    unsigned char *p = mote_malloc(n);
+    CHECK(p != NULL);
+    fill_pages(p, 0, n, 3);
+    heap_segment *seg = heap_segment_of(p);
+    uint8_t *end = (uint8_t *)seg + seg->map_size;
+    /* Whatever follows the block keeps it from growing in place. */
+    void *wall = mmap(end, 8 << 20, PROT_NONE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (wall != MAP_FAILED && wall != end) { /* (a kernel without NOREPLACE) */
+        munmap(wall, 8 << 20);
+        wall = MAP_FAILED;
+    }
+    /* (a block from the arena's cache may have room past n already) */
+    size_t m = mote_usable_size(p) + (2 << 20);
+    unsigned char *q = mote_realloc(p, m);
+    CHECK(q != NULL);
+    if (q == p)
+        fprintf(stderr, "grew in place: wall %p at %p, mapping %p+%zu\n", wall,
+                (void *)end, (void *)seg, seg->map_size);
+    CHECK(q != p);
+    CHECK(pages_hold(q, 0, n, 3));
+    fill_pages(q, n, m, 3);
+    n = m;
+    seg = heap_segment_of(q);
+    uintptr_t lo = 0, hi = 0;
+    CHECK(mapping_of(q, &lo, &hi));
+    if (lo > (uintptr_t)seg || hi < (uintptr_t)seg + seg->map_size)
+        fprintf(stderr, "block's mapping %p+%zu, in /proc/self/maps %lx-%lx\n",
+                (void *)seg, seg->map_size, (unsigned long)lo, (unsigned long)hi);
+    CHECK(lo <= (uintptr_t)seg && hi >= (uintptr_t)seg + seg->map_size);
+    /* and so it grows in place, while the address space after it is free */
+    end = (uint8_t *)seg + seg->map_size;
+    void *probe = mmap(end, 1 << 20, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    bool room = probe == end;
+    if (probe != MAP_FAILED)
+        munmap(probe, 1 << 20);
+    if (room) {
+        unsigned char *r = mote_realloc(q, n + (512 << 10));
+        CHECK(r == q);
+        CHECK(pages_hold(r, 0, n, 3));
+        q = r;
+    }
+    if (wall != MAP_FAILED)
+        munmap(wall, 8 << 20);
+    mote_free(q);
 }
 
 /* A block split from a cached one has its neighbour (cached, or in use)

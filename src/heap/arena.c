@@ -796,6 +796,7 @@ static uint8_t *huge_map(size_t total, size_t hdr, size_t a)
  * one).  The new segment, or NULL (seg unchanged). */
 static heap_segment *huge_remap(heap_segment *seg, size_t total, bool in_map)
 {
+    int saved_errno = errno; /* a grow in place that failed on the way */
     heap_page *pg = &seg->pages[0];
     size_t hdr = (size_t)(pg->first - (uint8_t *)seg), old = seg->map_size;
     uintptr_t k = hdr >> HEAP_SEG_SHIFT; /* the header's units below the block */
@@ -817,7 +818,7 @@ static heap_segment *huge_remap(heap_segment *seg, size_t total, bool in_map)
             if (in_map)
                 heap_segmap_set(unit, 0);
             /* into dst's start: the rest of it stays fresh */
-            if (mote__os_move(seg, old, dst) == 0) {
+            if (mote__os_move(seg, old, dst, total) == 0) {
                 base = dst;
             } else {
                 if (in_map)
@@ -838,6 +839,7 @@ static heap_segment *huge_remap(heap_segment *seg, size_t total, bool in_map)
             heap_segmap_set(((uintptr_t)base >> HEAP_SEG_SHIFT) + k, (uint8_t)(2 + k));
     }
     seg->map_size = total;
+    errno = saved_errno;
     return seg;
 }
 

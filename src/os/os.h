@@ -38,12 +38,12 @@ void *mote__os_map_aligned(size_t size, size_t align, bool noreserve);
  * is, its pages kept.  p, or NULL (errno set; the mapping as it was). */
 void *mote__os_remap(void *p, size_t len, size_t new_len);
 /* Moves the pages of [p, p + len) (one VMA, or several side by side on
- * Linux >= 6.17) to dst, inside a mapping of the caller's, page tables and
- * all: no byte is copied, nothing faults.  0: moved (p's range is
- * unmapped); 1: not moved, p's range as it was, dst's a fresh anonymous
- * range; -1: not moved and dst's range is unmapped (no memory to map it
- * again). */
-int mote__os_move(void *p, size_t len, void *dst);
+ * Linux >= 6.17) to the start of [dst, dst + new_len), a mapping of the
+ * caller's, page tables and all: no byte is copied, nothing faults; the
+ * rest of dst's range is fresh.  0: moved (p's range is unmapped); 1: not
+ * moved, p's range as it was, dst's a fresh anonymous range; -1: not
+ * moved and dst's range is unmapped (no memory to map it again). */
+int mote__os_move(void *p, size_t len, void *dst, size_t new_len);
 /* Transparent huge pages off for [p, p+len): a huge page would turn one
  * touched byte into 2 MiB of RSS. */
 void mote__os_no_hugepages(void *p, size_t len);

@@ -117,15 +117,30 @@ void *mote__os_remap(void *p, size_t len, size_t new_len)
     return r;
 }
 
-int mote__os_move(void *p, size_t len, void *dst)
+int mote__os_move(void *p, size_t len, void *dst, size_t new_len)
 {
     vm_vacated(); /* before: once moved, p's range may be taken at once */
-    if (mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst) != MAP_FAILED)
+    /* Moved and grown in one call, dst's range is one VMA, which the
+     * block's next growth can extend in place.  Moved into the start of
+     * dst's mapping, it stayed a VMA of its own beside dst's fresh rest,
+     * the two never merged, and every later growth failed in place
+     * (EFAULT) and moved again: 22-24 moves to grow a block 3 MB to 800
+     * MB in 1.6% steps, against glibc's 8. */
+    if (mremap(p, len, new_len, MREMAP_MAYMOVE | MREMAP_FIXED, dst) != MAP_FAILED)
         return 0;
-    /* Kernels before 6.17 move one VMA at a time, and may unmap dst before
-     * they find that out: dst is mapped afresh either way. */
-    void *r = mmap(dst, len, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    /* Only one VMA can be resized.  Several side by side (Linux >= 6.17
+     * moves those) are moved as they are into a fresh dst.  The kernel
+     * may have unmapped dst before it failed: dst is mapped afresh for
+     * either outcome. */
+    void *r = mmap(dst, new_len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    if (r != dst)
+        return -1;
+    if (new_len > len &&
+        mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst) != MAP_FAILED)
+        return 0;
+    r = mmap(dst, new_len, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     return r == dst ? 1 : -1;
 }
 
