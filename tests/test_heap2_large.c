@@ -733,11 +733,12 @@ TEST(a_moved_huge_block_is_one_mapping_and_grows_in_place_again)
     fill_pages(p, 0, n, 3);
     heap_segment *seg = heap_segment_of(p);
     uint8_t *end = (uint8_t *)seg + seg->map_size;
-    /* Whatever follows the block keeps it from growing in place. */
-    void *wall = mmap(end, 8 << 20, PROT_NONE,
+    /* A page mapped right after the block keeps it from growing in place
+     * (if that fails, something is there already). */
+    void *wall = mmap(end, 4096, PROT_NONE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     if (wall != MAP_FAILED && wall != end) { /* (a kernel without NOREPLACE) */
-        munmap(wall, 8 << 20);
+        munmap(wall, 4096);
         wall = MAP_FAILED;
     }
     /* (a block from the arena's cache may have room past n already) */
@@ -758,13 +759,15 @@ TEST(a_moved_huge_block_is_one_mapping_and_grows_in_place_again)
         fprintf(stderr, "block's mapping %p+%zu, in /proc/self/maps %lx-%lx\n",
                 (void *)seg, seg->map_size, (unsigned long)lo, (unsigned long)hi);
     CHECK(lo <= (uintptr_t)seg && hi >= (uintptr_t)seg + seg->map_size);
-    /* and so it grows in place, while the address space after it is free */
+    /* and so it grows in place, while the address space after it is free
+     * (a growth takes a quarter more at least) */
     end = (uint8_t *)seg + seg->map_size;
-    void *probe = mmap(end, 1 << 20, PROT_NONE,
+    size_t grow = seg->map_size / 4 + (1 << 20);
+    void *probe = mmap(end, grow, PROT_NONE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     bool room = probe == end;
     if (probe != MAP_FAILED)
-        munmap(probe, 1 << 20);
+        munmap(probe, grow);
     if (room) {
         unsigned char *r = mote_realloc(q, n + (512 << 10));
         CHECK(r == q);
@@ -772,7 +775,7 @@ TEST(a_moved_huge_block_is_one_mapping_and_grows_in_place_again)
         q = r;
     }
     if (wall != MAP_FAILED)
-        munmap(wall, 8 << 20);
+        munmap(wall, 4096);
     mote_free(q);
 }
 
