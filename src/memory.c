@@ -7,7 +7,16 @@
  *
  * Each worker trims only its own stacks (only it may touch them), so a
  * release is a request: an epoch every worker compares at its next trim
- * check, with the sleepers woken to act at once.
+ * check, with the sleepers woken to act at once.  So is the heap's part:
+ * only a thread may write its own heap cache's pages.
+ *
+ * A block freed on one worker goes home to the heap cache of the worker
+ * that allocated it, to be taken in at that worker's next malloc slow
+ * path.  A worker that sleeps takes none: so before it sleeps it settles
+ * its own frees in flight, and wakes the sleepers whose caches frees wait
+ * for.  (A thawed task's stack image, allocated on the worker that froze
+ * it and freed on another, kept 900 MB resident after 200,000 frozen
+ * tasks exited, until the run ended; mote_mem_release did not reach it.)
  */
 #include "heap/heap.h"
 #include "os/os.h"
@@ -55,9 +64,28 @@ void mote__memory_trim(worker *w, int64_t now)
     if (epoch != w->release_seen) {
         w->release_seen = epoch;
         force = true;
+        mote__heap_release_own();
     }
     if (force || now >= w->trim.next || mote__trim_orphans_due(&w->trim))
         mote__trim_run(&w->trim, &w->stacks, w->current, now, force);
+}
+
+void mote__memory_idle(worker *w)
+{
+    mote__heap_thread_idle();
+    if (!LOAD(&w->heap_cache, RELAXED))
+        STORE(&w->heap_cache, mote__heap_thread_cache(), RELAXED);
+    for (int i = 0; i < rt.nworkers; i++) {
+        worker *v = &rt.w[i];
+        if (v != w && LOAD(&v->sleeping, RELAXED) &&
+            mote__heap_frees_waiting(LOAD(&v->heap_cache, RELAXED)))
+            mote__sched_wake(v);
+    }
+}
+
+bool mote__memory_frees_waiting(worker *w)
+{
+    return mote__heap_frees_waiting(LOAD(&w->heap_cache, RELAXED));
 }
 
 void mote_mem_release(void)

@@ -76,10 +76,12 @@ typedef struct worker {
     int64_t n_blocked;
     sanfiber_ctx san; /* the scheduler context's sanitizer state */
     /* Read by the monitor and the task dump from other threads: */
-    int tid;            /* the thread's kernel id */
-    uint64_t switches;  /* atomic (single writer): every switch */
-    task *running;      /* atomic: the task on the CPU, or NULL */
-    task *hazard;       /* atomic: a task the monitor is reading */
+    int tid;           /* the thread's kernel id */
+    uint64_t switches; /* atomic (single writer): every switch */
+    task *running;     /* atomic: the task on the CPU, or NULL */
+    task *hazard;      /* atomic: a task the monitor is reading */
+    /* atomic: the thread's heap cache (memory.c) */
+    const void *heap_cache;
     uint32_t dump_seen; /* the dump request this worker answered */
     char *dump_text;    /* its answer (malloc'd by open_memstream) */
     size_t dump_len;
@@ -211,6 +213,12 @@ void mote__memory_trim(worker *w, int64_t now);
 /* Whether mote__memory_trim has anything to do at now (cheap); a release
  * request is the caller's to check (sched_chores_due). */
 bool mote__memory_trim_due(worker *w, int64_t now);
+/* A worker about to sleep: frees in flight to and from its heap cache
+ * settle, and sleeping workers that frees wait for are woken to take them
+ * in. */
+void mote__memory_idle(worker *w);
+/* Whether frees made on other threads wait for w's heap cache. */
+bool mote__memory_frees_waiting(worker *w);
 
 /* ---- statistics (sched_stats.c) ---------------------------------------------- */
 

@@ -434,16 +434,20 @@ static void sched_idle(worker *w)
     }
     FETCH_SUB(&rt.nspinning, 1, SEQ_CST);
 
-    /* Parked stacks give pages back while the worker has nothing to do. */
+    /* Parked stacks give pages back while the worker has nothing to do,
+     * and no freed memory waits on it while it sleeps. */
     mote__memory_trim(w, mote__os_now_ns());
+    mote__memory_idle(w);
 
     STORE(&w->sleeping, 1, SEQ_CST);
     FETCH_ADD(&rt.nsleeping, 1, SEQ_CST);
     /* (an orphan told after the trim above: round again, to sweep for it;
      * and a mote_mem_release whose wake found us not yet sleeping: its
-     * epoch, bumped before it looked at `sleeping`, is seen here) */
+     * epoch, bumped before it looked at `sleeping`, is seen here; and
+     * frees that came after mote__memory_idle took them in) */
     if (!sched_has_work(w) && !mote__trim_orphans_due(&w->trim) &&
-        LOAD(&rt.release_epoch, SEQ_CST) == w->release_seen) {
+        LOAD(&rt.release_epoch, SEQ_CST) == w->release_seen &&
+        !mote__memory_frees_waiting(w)) {
         int64_t tnext = mote__timer_next(&w->timers), next = tnext;
         if (w->starved_retry && w->starved_retry < next)
             next = w->starved_retry;

@@ -597,4 +597,71 @@ TEST(a_thread_that_frees_after_its_exit_takes_no_cache) { late_threads(false); }
 
 TEST(a_thread_that_allocates_after_its_exit_gives_the_cache_back) { late_threads(true); }
 
+/* ---- threads that sleep ---- */
+
+/* A thread about to sleep (a runtime's worker) settles the frees in flight
+ * from and to it: those it made of other threads' blocks go home, and
+ * those others made of its blocks come in; so freed memory never waits on
+ * a thread that sleeps.  mote__heap_frees_waiting tells whether a
+ * sleeper should be woken for that. */
+enum { IDLE_NB = 2000, IDLE_SIZE = 1024 };
+static void *idle_blocks[IDLE_NB];
+static const void *_Atomic idle_owner_cache;
+static atomic_int idle_step;
+
+static void idle_wait_step(int s)
+{
+    while (atomic_load(&idle_step) < s)
+        usleep(200);
+}
+
+static void *idle_owner(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < IDLE_NB; i++) {
+        idle_blocks[i] = mote_malloc(IDLE_SIZE);
+        CHECK(idle_blocks[i] != NULL);
+        memset(idle_blocks[i], 1, IDLE_SIZE);
+    }
+    atomic_store(&idle_owner_cache, mote__heap_thread_cache());
+    atomic_store(&idle_step, 1);
+    idle_wait_step(2); /* the other thread freed them all */
+    mote__heap_thread_idle();
+    atomic_store(&idle_step, 3);
+    idle_wait_step(4);
+    return NULL;
+}
+
+TEST(a_thread_about_to_sleep_settles_the_frees_in_flight_to_and_from_it)
+{
+    mote_free(mote_malloc(16)); /* this thread has a cache */
+    CHECK(!mote__heap_frees_waiting(NULL));
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, idle_owner, NULL), 0);
+    idle_wait_step(1);
+    const void *owner = atomic_load(&idle_owner_cache);
+    CHECK(owner != NULL && owner != mote__heap_thread_cache());
+    uint64_t held = metric("/heap/inuse:bytes");
+    CHECK(held >= (uint64_t)IDLE_NB * IDLE_SIZE);
+    for (int i = 0; i < IDLE_NB; i++)
+        mote_free(idle_blocks[i]);
+    /* Whole messages went; what is left waits here, unsent, or in this
+     * thread's list of other threads' blocks: all of it still in use. */
+    CHECK(mote__heap_frees_waiting(owner));
+    CHECK(metric("/heap/inuse:bytes") > held - (uint64_t)IDLE_NB * IDLE_SIZE / 2);
+    mote__heap_thread_idle(); /* the rest goes */
+    CHECK(!mote__heap_frees_waiting(mote__heap_thread_cache()));
+    atomic_store(&idle_step, 2);
+    idle_wait_step(3);
+    /* The owner took every block in: none waits, none is in use. */
+    CHECK(!mote__heap_frees_waiting(owner));
+    uint64_t after = metric("/heap/inuse:bytes");
+    printf("in use: %llu KiB with the blocks, %llu KiB after the owner's idle\n",
+           (unsigned long long)held >> 10, (unsigned long long)after >> 10);
+    /* (the message blocks that carried them are on their way back here) */
+    CHECK(after + (uint64_t)IDLE_NB * IDLE_SIZE * 9 / 10 <= held);
+    atomic_store(&idle_step, 4);
+    CHECK_EQ(pthread_join(t, NULL), 0);
+}
+
 TEST_MAIN()

@@ -559,6 +559,25 @@ bool mote__heap_mapped(const void *p)
     return idx < HEAP_SEGMAP_LEN && heap_segmap_get(idx) != 0;
 }
 
+void mote__heap_release_own(void)
+{
+    heap_ensure_init();
+    mote__tcache_release_own();
+}
+
+void mote__heap_thread_idle(void) { mote__tcache_idle(); }
+
+const void *mote__heap_thread_cache(void)
+{
+    heap_tcache *h = mote__heap_tls;
+    return h == &mote__heap_tcache_empty ? NULL : h;
+}
+
+bool mote__heap_frees_waiting(const void *c)
+{
+    return c && mote__tcache_frees_waiting((const heap_tcache *)c);
+}
+
 void mote__heap_release_all(void)
 {
     heap_ensure_init();

@@ -29,6 +29,22 @@ int mote__heap_set_limit(uint64_t bytes);
 
 /* Gives every free page of the heap back to the OS now. */
 void mote__heap_release_all(void);
+/* What this thread's cache holds free goes back (its part of
+ * mote__heap_release_all, which reaches no other live thread's cache). */
+void mote__heap_release_own(void);
+
+/* For a thread about to sleep (a worker with nothing to run): the blocks
+ * other threads freed to it come in, and those of other threads it freed
+ * or kept go home, so no memory waits on a thread that sleeps.  A few
+ * loads when there is nothing to do. */
+void mote__heap_thread_idle(void);
+/* This thread's cache, as a handle for mote__heap_frees_waiting; NULL
+ * while it has none. */
+const void *mote__heap_thread_cache(void);
+/* Whether blocks other threads freed wait for the thread of cache c (a
+ * handle from mote__heap_thread_cache, valid for good) to take them in.
+ * Any thread; two loads. */
+bool mote__heap_frees_waiting(const void *c);
 
 /* Whether p lies in memory the heap has mapped now (a segment, or a huge
  * block in use), so that a read of it cannot fault: an object the program

@@ -616,6 +616,9 @@ uint32_t mote__tcache_listed_count(const heap_tcache *h, unsigned cls);
  * list has no room: see HEAP_PAGE_RECENT. */
 void mote__tcache_recent_full(heap_tcache *h, heap_page *pg, heap_block *b);
 void mote__tcache_release_own(void);
+/* See mote__heap_thread_idle and mote__heap_frees_waiting (heap.h). */
+void mote__tcache_idle(void);
+bool mote__tcache_frees_waiting(const heap_tcache *h);
 /* Dead caches: takes their inboxes in and frees their empty pages (all of
  * them when force, else those of caches dead for decay_ms); returns ms
  * until the next dead cache's kept pages are due, or -1.  Pool lock. */

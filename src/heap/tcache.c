@@ -808,7 +808,7 @@ heap_tcache *mote__tcache_shadow(heap_tcache *h)
     if (!s)
         return NULL;
     s->shadow_of = h;
-    h->shadow = s;
+    STORE(&h->shadow, s, RELEASE); /* (read by mote__tcache_frees_waiting) */
     return s;
 }
 
@@ -928,6 +928,29 @@ void mote__tcache_release_own(void)
     tcache_trim(h, false);
     if (h->shadow)
         tcache_trim(h->shadow, false);
+}
+
+/* A thread about to idle: see mote__heap_thread_idle (heap.h).  The lists
+ * of other caches' blocks go home too: an idle thread's mallocs will not
+ * take them. */
+void mote__tcache_idle(void)
+{
+    heap_tcache *h = mote__heap_tls;
+    if (h == &mote__heap_tcache_empty)
+        return;
+    foreign_send_all(h);
+    if (h->rbuf_n)
+        rbuf_send_all(h);
+    if (LOAD(&h->inbox, RELAXED))
+        tcache_drain(h);
+    if (h->shadow && LOAD(&h->shadow->inbox, RELAXED))
+        tcache_drain(h->shadow);
+}
+
+bool mote__tcache_frees_waiting(const heap_tcache *h)
+{
+    const heap_tcache *s = LOAD(&h->shadow, ACQUIRE);
+    return LOAD(&h->inbox, RELAXED) || (s && LOAD(&s->inbox, RELAXED));
 }
 
 /* ---- bitmap classes ---- */
