@@ -1,7 +1,8 @@
 /*
  * memory.c - the runtime's memory policy: when a worker trims its stacks,
  * MOTE_MEMLIMIT (the process RSS, re-read at most every 10 ms; within 10% of
- * the limit everything free goes back, past it mote_go fails), and
+ * the limit everything free goes back, past it mote_go fails, and the
+ * heap's limit is what the rest of the process leaves of it), and
  * mote_mem_release, which gives back the heap's free pages and asks every
  * worker to trim all its parked tasks and its whole stack pool.
  *
@@ -33,6 +34,11 @@ uint64_t mote__memory_used(bool force)
             uint64_t used = mote__os_rss_bytes();
             STORE(&rt.mem_used, used, RELAXED);
             uint64_t lim = LOAD(&rt.memlimit, RELAXED);
+            /* The heap's share of the limit: what the rest holds is off
+             * it (its committed bytes bound what it has resident). */
+            uint64_t heap = mote__heap_committed_bytes();
+            if (lim)
+                mote__heap_limit_share(lim, used > heap ? used - heap : 0);
             int was = LOAD(&rt.pressure, RELAXED);
             int now_p = lim && used >= lim - lim / 10;
             STORE(&rt.pressure, now_p, RELAXED);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "freeze.h"
+#include "heap/heap.h"
 #include "monitor.h"
 #include "netpoll.h"
 #include "offload.h"
@@ -677,6 +678,8 @@ static void sched_teardown(int started)
     rt.nworkers = 0;
     pthread_rwlock_unlock(&rt.ext_lock);
     mote_free(ws);
+    if (rt.cfg.memlimit) /* the run's share of it ends with the run */
+        mote__heap_limit_share(0, 0);
 }
 
 int mote_run(mote_fn main_fn, void *arg)

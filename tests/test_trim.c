@@ -345,7 +345,7 @@ TEST(steady_spawning_of_deep_tasks_takes_no_page_faults)
     CHECK_EQ(test_run_env("MOTE_STACK_TRIM", NULL, main_steady, NULL), 0);
 }
 
-/* ---- 5. MOTE_MEMLIMIT: mote_go fails cleanly, and recovers ---- */
+/* ---- 5. MOTE_MEMLIMIT: mote_go and malloc fail cleanly, and recover ---- */
 
 static mote_chan *hold;
 static mote_wg touched = MOTE_WG_INIT, hogs_done = MOTE_WG_INIT;
@@ -393,6 +393,19 @@ static void main_limit(void *arg)
     CHECK_EQ(r, -ENOMEM);
     CHECK(spawned > 100);
     CHECK(spawned < HOG_MAX);
+    /* The limit is the process's, not the stacks' alone: the heap gets
+     * what they leave of it, and never under 1/16 (8 MiB here).  Before,
+     * malloc took another 128 MiB on top of the stacks. */
+    static void *blocks[256];
+    int nb = 0;
+    while (nb < 256 && (blocks[nb] = mote_malloc(1 << 20)) != NULL)
+        memset(blocks[nb++], 1, 1 << 20);
+    printf("memlimit 128M: then malloc gave %d MiB\n", nb);
+    CHECK(nb < 256);
+    CHECK(nb <= 16);
+    CHECK_EQ(errno, ENOMEM);
+    while (nb)
+        mote_free(blocks[--nb]);
     CHECK_EQ(mote_chan_close(hold), 0);
     CHECK_EQ(mote_wg_wait(&hogs_done), 0);
     /* memory comes back (the pool is trimmed under pressure): spawns work */
@@ -406,7 +419,7 @@ static void main_limit(void *arg)
     CHECK_EQ(mote_chan_free(hold), 0);
 }
 
-TEST(memlimit_makes_go_fail_with_enomem_then_recover)
+TEST(memlimit_makes_go_and_malloc_fail_with_enomem_then_recover)
 {
     if (TEST_SANITIZED) /* their shadow memory counts toward the limit */
         TEST_SKIP("sanitizer build");

@@ -27,6 +27,13 @@ size_t mote__heap_committed_bytes(void);
  * it fails with NULL/ENOMEM.  Returns 0.  MOTE_MEMLIMIT sets it at start. */
 int mote__heap_set_limit(uint64_t bytes);
 
+/* A run's MOTE_MEMLIMIT covers the whole process: the heap's limit becomes
+ * limit less others, what the rest of the process holds (stacks, code),
+ * but never under limit / 16; limit 0 puts back the heap's own
+ * (MOTE_MEMLIMIT as read at the heap's start).  Cheap enough to call
+ * whenever the process's RSS is read again. */
+void mote__heap_limit_share(uint64_t limit, uint64_t others);
+
 /* Gives every free page of the heap back to the OS now. */
 void mote__heap_release_all(void);
 /* What this thread's cache holds free goes back (its part of
