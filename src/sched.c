@@ -682,6 +682,19 @@ static void sched_teardown(int started)
         mote__heap_limit_share(0, 0);
 }
 
+/* mote_run cannot start: says why, where a limit is the likely cause. */
+static void sched_say_no_memory(const char *what)
+{
+    if (rt.cfg.memlimit)
+        fprintf(stderr,
+                "mote: no memory for %s: MOTE_MEMLIMIT is %llu bytes and the process "
+                "holds %llu already\n",
+                what, (unsigned long long)rt.cfg.memlimit,
+                (unsigned long long)mote__os_rss_bytes());
+    else
+        fprintf(stderr, "mote: no memory for %s\n", what);
+}
+
 int mote_run(mote_fn main_fn, void *arg)
 {
     if (!main_fn)
@@ -702,6 +715,7 @@ int mote_run(mote_fn main_fn, void *arg)
     int n = rt.cfg.workers;
     worker *ws = mote_aligned_alloc(64, sizeof(worker) * (size_t)n);
     if (!ws) {
+        sched_say_no_memory("the workers");
         STORE(&rt.state, 0, RELEASE);
         return -ENOMEM;
     }
@@ -744,6 +758,8 @@ int mote_run(mote_fn main_fn, void *arg)
         r = -ENOMEM;
     }
     if (r) {
+        if (r == -ENOMEM)
+            sched_say_no_memory("the main task");
         mote__worker_self = NULL;
         sched_teardown(1);
         STORE(&rt.state, 0, RELEASE);

@@ -279,6 +279,21 @@ TEST(memlimit_read_by_allocator_and_runs_is_reported_once)
     expect_exec("MOTE_MEMLIMIT", "1G", 1);
 }
 
+/* A limit below what the process holds already is no invalid value, but
+ * nothing can start under it: mote_run says so, not only -ENOMEM. */
+TEST(a_memlimit_below_the_process_fails_runs_and_says_why)
+{
+    const char *kv[2] = {"MOTE_MEMLIMIT", "1K"};
+    char buf[4096];
+    int st = test_fork_capture(exec_child, kv, buf, sizeof buf);
+    CHECK(WIFEXITED(st));
+    CHECK_EQ(WEXITSTATUS(st), 30); /* both runs failed alike, not with -EINVAL */
+    if (!strstr(buf, "mote: no memory for the workers: MOTE_MEMLIMIT is 1024 bytes"))
+        fprintf(stderr, "got: %s\n", buf);
+    CHECK(strstr(buf, "mote: no memory for the workers: MOTE_MEMLIMIT is 1024 bytes") !=
+          NULL);
+}
+
 int main(int argc, char **argv)
 {
     ssize_t n = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
