@@ -85,9 +85,11 @@ const mote__option mote__options[OPT_COUNT] = {
          .max = UINT64_MAX,
          .def = OPT_OFF,
          .def_doc = "off",
-         .doc = "memory limit for stacks and heap: near it everything free is "
-                "returned, past it `mote_go` and malloc fail with ENOMEM; `off` "
-                "for none",
+         .doc =
+             "memory limit for the process (stacks, heap and the rest of its RSS): "
+             "near it everything free is returned, past it `mote_go` and malloc fail "
+             "with ENOMEM (the heap keeps at least 1/16 of it, so the process may pass "
+             "it by that much; the RSS is re-read every 10 ms); `off` for none",
          .expect = "a size in bytes above 0 (suffixes K, M, G, T), or off"},
     [OPT_MALLOC_DECAY_MS] =
         {.name = "MOTE_MALLOC_DECAY_MS",
