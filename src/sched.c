@@ -42,6 +42,10 @@
 #define SCHED_STARVED_BACKOFF 1000000   /* ns between retries to map a stack */
 #define SCHED_STARVED_RELEASE 100000000 /* ns between a starved worker's releases */
 #define SCHED_FRESH_ROUND     64        /* new tasks a round starts, at least */
+/* A sleeping worker whose heap cache has frees waiting wakes after this
+ * to take them in (a worker freeing its blocks that stays busy never
+ * wakes it): the most such memory waits, a tenth of the heap's decay. */
+#define SCHED_FREES_RETRY_NS  (50 * 1000000LL)
 /* A busy worker looks at the netpoller at least this often (checked every
  * 16th pick): a ready socket waits for at most this plus one task's run
  * when every worker is busy; an idle worker blocks in epoll instead. */
@@ -444,16 +448,23 @@ static void sched_idle(worker *w)
     FETCH_ADD(&rt.nsleeping, 1, SEQ_CST);
     /* (an orphan told after the trim above: round again, to sweep for it;
      * and a mote_mem_release whose wake found us not yet sleeping: its
-     * epoch, bumped before it looked at `sleeping`, is seen here; and
-     * frees that came after mote__memory_idle took them in) */
+     * epoch, bumped before it looked at `sleeping`, is seen here) */
     if (!sched_has_work(w) && !mote__trim_orphans_due(&w->trim) &&
-        LOAD(&rt.release_epoch, SEQ_CST) == w->release_seen &&
-        !mote__memory_frees_waiting(w)) {
+        LOAD(&rt.release_epoch, SEQ_CST) == w->release_seen) {
         int64_t tnext = mote__timer_next(&w->timers), next = tnext;
         if (w->starved_retry && w->starved_retry < next)
             next = w->starved_retry;
         if (w->trim.next < next)
             next = w->trim.next; /* housekeeping only: not a task's timer */
+        /* Frees came in since mote__memory_idle: a worker that goes idle
+         * later wakes us for them, but one that stays busy never does, so
+         * look again soon (not at once: a worker whose blocks another
+         * frees as fast as it can would never sleep). */
+        if (mote__memory_frees_waiting(w)) {
+            int64_t soon = mote__os_now_ns() + SCHED_FREES_RETRY_NS;
+            if (soon < next)
+                next = soon;
+        }
         bool counted = false;
         if (tnext == INT64_MAX) {
             pthread_mutex_lock(&rt.idle_lock);
