@@ -17,3 +17,18 @@ void mote__heap_lock_slow(heap_lock *l)
     while (XCHG(&l->v, 2, ACQUIRE) != 0)
         mote__os_futex_wait(&l->v, 2, -1);
 }
+
+bool mote__heap_lock_timed(heap_lock *l, int64_t timeout_ns)
+{
+    int64_t end = mote__os_now_ns() + timeout_ns;
+    for (;;) {
+        /* marked contended, as the slow path does: the holder's release
+         * wakes us */
+        if (XCHG(&l->v, 2, ACQUIRE) == 0)
+            return true;
+        int64_t left = end - mote__os_now_ns();
+        if (left <= 0)
+            return false;
+        mote__os_futex_wait(&l->v, 2, left);
+    }
+}

@@ -8,6 +8,9 @@
 #ifndef MOTE_HEAP_LOCK_H
 #define MOTE_HEAP_LOCK_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "atomic.h"
 #include "os/os.h"
 
@@ -21,6 +24,9 @@ typedef struct heap_lock {
     }
 
 void mote__heap_lock_slow(heap_lock *l);
+/* Acquires l if it can within timeout_ns; false if not (l untouched but
+ * marked contended, which costs its holder one futex wake). */
+bool mote__heap_lock_timed(heap_lock *l, int64_t timeout_ns);
 
 static inline void heap_lock_acquire(heap_lock *l)
 {

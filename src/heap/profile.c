@@ -7,8 +7,8 @@
  * the malloc fast path (one subtraction on the cache, tested with the
  * free-list check); at INT64_MAX when off.  So allocations are sampled as
  * a Poisson process over bytes: one of n bytes with probability
- * 1 - exp(-n/R), which is what `go tool pprof` assumes when it scales
- * "heap_v2/R" samples back to totals.
+ * 1 - exp(-n/R), by which the output scales each stack's counts back to
+ * totals.
  *
  * A sampled small block is served by the cache's shadow cache, in the
  * smallest power-of-two class big enough for a 16-byte trailer {magic ^ address, bucket << 40 | size}
@@ -24,13 +24,14 @@
  * never reads wild memory; on a mote task's stack only the first frame is
  * recorded).  Buckets: an open-addressed table of up to 32768 stacks in
  * its own mapping, claimed with one CAS and read without locks; counters
- * are relaxed atomics, striped by thread.  Beyond that, samples go to one "other stacks"
- * bucket so the totals stay right.
+ * are relaxed atomics, striped by thread.  Past 28,672 stacks a new stack
+ * keeps only its allocating frame (4,096 more sites); beyond that, samples
+ * go to one "other stacks" bucket so the totals stay right.
  *
- * Output: the text heap profile format `go tool pprof` reads
- * (heap_v2/R header, one line per stack: in-use objects and bytes, then
- * allocated objects and bytes, raw sampled counts, then the process's
- * memory map), written with write(2) and no allocation.
+ * Output: profile.proto (pprof's own format) in a gzip member of stored
+ * blocks, values scaled back to estimates of the truth, with the
+ * process's executable mappings for pprof to symbolize from; written with
+ * write(2) and no allocation (see "output" below).
  */
 #include <errno.h>
 #include <signal.h>
@@ -181,7 +182,15 @@ static inline bool same_stack(const uintptr_t *a, const uintptr_t *b, int depth)
     return true;
 }
 
-static uint32_t prof_bucket_of(const uintptr_t *pc, int depth)
+/* The last PROF_SITES_ROOM buckets are for stacks cut to their allocating
+ * frame: past that many stacks, a new one is cut, so that thousands more
+ * call sites are still named where their whole stacks would all have gone
+ * to the "other" bucket (an outside test: 65,536 cold stacks, then a hot
+ * site of 64 MiB, read 100% <unknown>). */
+#define PROF_SITES_ROOM 4096
+
+/* The bucket of stack pc[0..depth), made if insert; PROF_OTHER if none. */
+static uint32_t prof_bucket_find(const uintptr_t *pc, int depth, bool insert)
 {
     uint64_t hash = 0x9e3779b97f4a7c15ULL ^ (uint64_t)depth;
     for (int i = 0; i < depth; i++) {
@@ -197,6 +206,8 @@ static uint32_t prof_bucket_of(const uintptr_t *pc, int depth)
             continue;
         prof_bucket *b = &prof_table[i];
         uint64_t k = LOAD(&b->key, ACQUIRE);
+        if (k == 0 && !insert)
+            return PROF_OTHER;
         if (k == 0) {
             /* On failure k is read with acquire too: it may be the hash
              * another thread just published, and then b's stack is read. */
@@ -215,6 +226,14 @@ static uint32_t prof_bucket_of(const uintptr_t *pc, int depth)
          * threads insert at once may get two buckets, which pprof merges */
     }
     return PROF_OTHER;
+}
+
+static uint32_t prof_bucket_of(const uintptr_t *pc, int depth)
+{
+    if (depth <= 1 || LOAD(&prof_nused, RELAXED) < PROF_BUCKETS - PROF_SITES_ROOM)
+        return prof_bucket_find(pc, depth, true);
+    uint32_t b = prof_bucket_find(pc, depth, false); /* a stack seen before */
+    return b != PROF_OTHER ? b : prof_bucket_find(pc, 1, true);
 }
 
 /* Draws the next interval and records one sampled allocation of n bytes:
@@ -319,31 +338,77 @@ void mote__prof_free(heap_page *pg, const void *p)
 
 size_t mote__prof_usable(const heap_page *pg) { return pg->bsize - 16; }
 
-/* ---- output ---- */
+/* ---- output: profile.proto in a gzip member ----
+ *
+ * The format of github.com/google/pprof (proto/profile.proto), which is
+ * what `go tool pprof` reads best: four sample types (allocated and in-use
+ * objects and bytes, always, so -sample_index=alloc_space works whether or
+ * not a sampled block was freed), each sample's values scaled back to the
+ * estimate of the truth (Go's own heap profiles are written scaled), one
+ * location per frame (return address - 1: the call), and the process's
+ * executable file mappings, from which pprof symbolizes (a non-PIE binary
+ * too, which the old text format's map made it misplace).  The gzip member
+ * holds stored (uncompressed) deflate blocks: a malloc that every process
+ * may preload pulls in no compression library for a file this small, and
+ * pprof reads it as it reads any gzip.  Streamed through one 4 KiB buffer,
+ * with no allocation. */
 
 typedef struct prof_out {
     int fd, err;
     size_t n;
-    char buf[4096];
+    uint32_t crc;   /* CRC-32 of the bytes so far (gzip's trailer) */
+    uint64_t total; /* bytes so far (gzip's ISIZE) */
+    uint8_t buf[4096];
 } prof_out;
 
-static void out_flush(prof_out *o)
+static uint32_t crc_table[256];
+
+static void crc_init(void)
 {
-    size_t off = 0;
-    while (off < o->n && !o->err) {
-        ssize_t w = write(o->fd, o->buf + off, o->n - off);
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+        crc_table[i] = c;
+    }
+}
+
+static void raw_write(prof_out *o, const void *p, size_t n)
+{
+    const uint8_t *s = p;
+    while (n && !o->err) {
+        ssize_t w = write(o->fd, s, n);
         if (w < 0) {
             if (errno != EINTR)
                 o->err = -errno;
             continue;
         }
-        off += (size_t)w;
+        s += w;
+        n -= (size_t)w;
     }
+}
+
+/* One stored block of what the buffer holds (LEN, then its complement). */
+static void out_flush(prof_out *o)
+{
+    if (!o->n)
+        return;
+    uint32_t c = ~o->crc;
+    for (size_t i = 0; i < o->n; i++)
+        c = crc_table[(c ^ o->buf[i]) & 0xff] ^ (c >> 8);
+    o->crc = ~c;
+    uint16_t len = (uint16_t)o->n;
+    uint8_t hdr[5] = {0x00, (uint8_t)len, (uint8_t)(len >> 8), (uint8_t)~len,
+                      (uint8_t)(~len >> 8)};
+    raw_write(o, hdr, sizeof hdr);
+    raw_write(o, o->buf, o->n);
+    o->total += o->n;
     o->n = 0;
 }
 
-static void out_str(prof_out *o, const char *s, size_t len)
+static void out_bytes(prof_out *o, const void *p, size_t len)
 {
+    const uint8_t *s = p;
     while (len) {
         if (o->n == sizeof o->buf)
             out_flush(o);
@@ -355,27 +420,203 @@ static void out_str(prof_out *o, const char *s, size_t len)
     }
 }
 
-static void out_u64(prof_out *o, uint64_t v, unsigned base)
+static void gz_begin(prof_out *o)
 {
-    char d[24];
-    int i = 24;
-    do {
-        d[--i] = "0123456789abcdef"[v % base];
-        v /= base;
-    } while (v);
-    out_str(o, d + i, (size_t)(24 - i));
+    /* magic, deflate, no flags, no time, no extra flags, Unix */
+    static const uint8_t hdr[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
+    raw_write(o, hdr, sizeof hdr);
 }
 
-static void out_counts(prof_out *o, uint64_t ic, uint64_t ib, uint64_t ac, uint64_t ab)
+static void gz_end(prof_out *o)
 {
-    out_u64(o, ic, 10);
-    out_str(o, ": ", 2);
-    out_u64(o, ib, 10);
-    out_str(o, " [", 2);
-    out_u64(o, ac, 10);
-    out_str(o, ": ", 2);
-    out_u64(o, ab, 10);
-    out_str(o, "] @", 3);
+    out_flush(o);
+    uint8_t tail[13] = {0x01, 0, 0, 0xff, 0xff}; /* the last block, empty */
+    for (int i = 0; i < 4; i++) {
+        tail[5 + i] = (uint8_t)(o->crc >> (8 * i));
+        tail[9 + i] = (uint8_t)(o->total >> (8 * i));
+    }
+    raw_write(o, tail, sizeof tail);
+}
+
+/* A protobuf message being built: small ones only (a sample of 32
+ * frames is ~400 bytes). */
+typedef struct pb_msg {
+    size_t n;
+    uint8_t b[1024];
+} pb_msg;
+
+static void pb_varint(pb_msg *m, uint64_t v)
+{
+    while (v >= 0x80) {
+        m->b[m->n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    m->b[m->n++] = (uint8_t)v;
+}
+
+/* A varint field (wire type 0); zero is the default and is left out. */
+static void pb_field(pb_msg *m, unsigned field, uint64_t v)
+{
+    if (!v)
+        return;
+    pb_varint(m, (uint64_t)field << 3);
+    pb_varint(m, v);
+}
+
+/* Writes message m as field `field` of the profile (wire type 2). */
+static void out_msg(prof_out *o, unsigned field, const pb_msg *m)
+{
+    pb_msg h = {.n = 0};
+    pb_varint(&h, (uint64_t)field << 3 | 2);
+    pb_varint(&h, m->n);
+    out_bytes(o, h.b, h.n);
+    out_bytes(o, m->b, m->n);
+}
+
+/* The profile's string table (field 6), written in index order. */
+static void out_string(prof_out *o, uint32_t *next, const char *s, size_t len)
+{
+    pb_msg h = {.n = 0};
+    pb_varint(&h, 6 << 3 | 2);
+    pb_varint(&h, len);
+    out_bytes(o, h.b, h.n);
+    out_bytes(o, s, len);
+    (*next)++;
+}
+
+/* exp(-x) for x >= 0, without libm: 2^-k e^-r with r = x - k ln 2 in
+ * [0, ln 2), e^-r by its series (error < 1e-15). */
+static double prof_exp_neg(double x)
+{
+    if (x > 700)
+        return 0;
+    int k = (int)(x * 1.4426950408889634);
+    double r = x - k * 0.6931471805599453, t = 1, e = 1;
+    for (int i = 1; i < 18; i++) {
+        t *= -r / i;
+        e += t;
+    }
+    union {
+        uint64_t u;
+        double d;
+    } two = {.u = (uint64_t)(1023 - k) << 52};
+    return e * two.d;
+}
+
+/* What count samples of bytes in all stand for: an allocation of the
+ * average size n was sampled with probability 1 - exp(-n/R) (pprof's
+ * scaleHeapSample, for its legacy heap_v2 profiles). */
+static void prof_scale(uint64_t count, uint64_t bytes, uint64_t out[2])
+{
+    out[0] = out[1] = 0;
+    if (!count || !bytes)
+        return;
+    double x = (double)bytes / (double)count / (double)mote__heap_cfg.prof_rate, p;
+    if (x < 0.5) /* 1 - e^-x by its series, exact for a tiny x */
+        p = x *
+            (1 -
+             x / 2 * (1 - x / 3 * (1 - x / 4 * (1 - x / 5 * (1 - x / 6 * (1 - x / 7))))));
+    else
+        p = 1 - prof_exp_neg(x);
+    out[0] = (uint64_t)((double)count / p + 0.5);
+    out[1] = (uint64_t)((double)bytes / p + 0.5);
+}
+
+/* The executable file mappings, for locations to point into. */
+#define PROF_MAPS 1024
+static struct prof_map {
+    uintptr_t start, limit;
+} prof_maps[PROF_MAPS];
+static uint32_t prof_nmaps;
+
+static uint32_t prof_map_of(uintptr_t a)
+{
+    uint32_t lo = 0, hi = prof_nmaps;
+    while (lo < hi) { /* (/proc/self/maps is in address order) */
+        uint32_t mid = (lo + hi) / 2;
+        if (a < prof_maps[mid].start)
+            hi = mid;
+        else if (a >= prof_maps[mid].limit)
+            lo = mid + 1;
+        else
+            return mid + 1;
+    }
+    return 0;
+}
+
+static const char *hex_field(const char *s, const char *end, uint64_t *v)
+{
+    *v = 0;
+    for (; s < end; s++) {
+        unsigned d = *s >= '0' && *s <= '9'   ? (unsigned)(*s - '0')
+                     : *s >= 'a' && *s <= 'f' ? (unsigned)(*s - 'a' + 10)
+                                              : 16;
+        if (d == 16)
+            break;
+        *v = *v << 4 | d;
+    }
+    return s;
+}
+
+/* One line of /proc/self/maps: "start-end perms offset dev inode path". */
+static void out_map_line(prof_out *o, uint32_t *next_str, const char *s, const char *end)
+{
+    uint64_t start, limit, off;
+    s = hex_field(s, end, &start);
+    if (s == end || *s != '-')
+        return;
+    s = hex_field(s + 1, end, &limit);
+    if (end - s < 6 || s[3] != 'x') /* " r-xp " */
+        return;
+    s = hex_field(s + 6, end, &off);
+    for (int f = 0; f < 2 && s < end; f++) { /* dev, inode */
+        while (s < end && *s == ' ')
+            s++;
+        while (s < end && *s != ' ')
+            s++;
+    }
+    while (s < end && *s == ' ')
+        s++;
+    if (s == end || *s != '/' || prof_nmaps == PROF_MAPS)
+        return; /* no file ([vdso], anonymous JIT code): pprof could not read it */
+    if (prof_nmaps && start < prof_maps[prof_nmaps - 1].limit)
+        return; /* (not in order: a map read while it changed) */
+    uint32_t name = *next_str;
+    out_string(o, next_str, s, (size_t)(end - s));
+    prof_maps[prof_nmaps] = (struct prof_map){start, limit};
+    pb_msg m = {.n = 0};
+    pb_field(&m, 1, ++prof_nmaps); /* id */
+    pb_field(&m, 2, start);
+    pb_field(&m, 3, limit);
+    pb_field(&m, 4, off);
+    pb_field(&m, 5, name);
+    out_msg(o, 3, &m);
+}
+
+static void out_maps(prof_out *o, uint32_t *next_str)
+{
+    prof_nmaps = 0;
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    static char line[8192]; /* under prof_write_lock */
+    size_t n = 0;
+    ssize_t r;
+    while ((r = read(fd, line + n, sizeof line - n)) > 0 || (r < 0 && errno == EINTR)) {
+        if (r < 0)
+            continue;
+        n += (size_t)r;
+        char *s = line, *nl;
+        while ((nl = memchr(s, '\n', (size_t)(line + n - s)))) {
+            out_map_line(o, next_str, s, nl);
+            s = nl + 1;
+        }
+        n = (size_t)(line + n - s);
+        memmove(line, s, n);
+        if (n == sizeof line) /* a line longer than any path: skip it */
+            n = 0;
+    }
+    close(fd);
 }
 
 /* In-use never below 0 (counters read at slightly different moments). */
@@ -411,7 +652,7 @@ static __thread volatile sig_atomic_t prof_in_write
 
 void mote__prof_fork_child(void) { STORE(&prof_write_lock.v, 0, RELEASE); }
 
-int mote__prof_write(int fd)
+static int prof_write_impl(int fd, bool at_exit)
 {
     if (!LOAD(&mote__prof_on, ACQUIRE))
         return -ENODATA;
@@ -425,11 +666,71 @@ int mote__prof_write(int fd)
     atomic_signal_fence(memory_order_seq_cst);
     sigset_t old;
     mote__os_sigpipe_block(&old);
-    heap_lock_acquire(&prof_write_lock);
+    /* The exit's writer does not wait for good on another thread's (one
+     * blocked on a reader that never reads held exit() forever): a second
+     * at most, then no profile and a message. */
+    if (!at_exit)
+        heap_lock_acquire(&prof_write_lock);
+    else if (!mote__heap_lock_timed(&prof_write_lock, 1000000000)) {
+        mote__os_sigpipe_restore(&old);
+        atomic_signal_fence(memory_order_seq_cst);
+        prof_in_write = 0;
+        return -EBUSY;
+    }
     o.fd = fd;
     o.err = 0;
     o.n = 0;
-    uint64_t tot[4] = {0, 0, 0, 0}, v[4];
+    o.crc = 0;
+    o.total = 0;
+    if (!crc_table[1])
+        crc_init();
+    gz_begin(&o);
+    /* strings 0-8 */
+    static const char *const fixed[] = {"",
+                                        "alloc_objects",
+                                        "count",
+                                        "alloc_space",
+                                        "bytes",
+                                        "inuse_objects",
+                                        "inuse_space",
+                                        "space",
+                                        "mote heap profile"};
+    enum {
+        S_ALLOC_OBJ = 1,
+        S_COUNT,
+        S_ALLOC_SPACE,
+        S_BYTES,
+        S_INUSE_OBJ,
+        S_INUSE_SPACE,
+        S_SPACE,
+        S_COMMENT
+    };
+    uint32_t nstr = 0;
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+        out_string(&o, &nstr, fixed[i], strlen(fixed[i]));
+    static const uint8_t types[4][2] = {{S_ALLOC_OBJ, S_COUNT},
+                                        {S_ALLOC_SPACE, S_BYTES},
+                                        {S_INUSE_OBJ, S_COUNT},
+                                        {S_INUSE_SPACE, S_BYTES}};
+    pb_msg m;
+    for (int t = 0; t < 4; t++) {
+        m.n = 0;
+        pb_field(&m, 1, types[t][0]);
+        pb_field(&m, 2, types[t][1]);
+        out_msg(&o, 1, &m); /* sample_type */
+    }
+    m.n = 0;
+    pb_field(&m, 1, S_SPACE);
+    pb_field(&m, 2, S_BYTES);
+    out_msg(&o, 11, &m); /* period_type */
+    m.n = 0;
+    pb_field(&m, 12, mote__heap_cfg.prof_rate);    /* period */
+    pb_field(&m, 13, S_COMMENT);                   /* comment */
+    pb_field(&m, 14, S_INUSE_SPACE);               /* default_sample_type */
+    pb_field(&m, 9, (uint64_t)mote__os_wall_ns()); /* time_nanos */
+    out_bytes(&o, m.b, m.n);
+    out_maps(&o, &nstr);
+    uint64_t v[4];
     uint32_t nused = LOAD(&prof_nused, ACQUIRE);
     if (nused > PROF_BUCKETS)
         nused = PROF_BUCKETS;
@@ -437,45 +738,44 @@ int mote__prof_write(int fd)
         uint32_t i = LOAD(&prof_used[k], ACQUIRE);
         if (!i--)
             continue; /* being published: its first sample is very recent */
-        bucket_read(i, v);
-        for (int j = 0; j < 4; j++)
-            tot[j] += v[j];
-    }
-    out_str(&o, "heap profile: ", 14);
-    out_counts(&o, tot[0], tot[1], tot[2], tot[3]);
-    out_str(&o, " heap_v2/", 9);
-    out_u64(&o, mote__heap_cfg.prof_rate, 10);
-    out_str(&o, "\n", 1);
-    for (uint32_t k = 0; k < nused; k++) {
-        uint32_t i = LOAD(&prof_used[k], ACQUIRE);
-        if (!i--)
-            continue;
         prof_bucket *b = &prof_table[i];
         bucket_read(i, v);
         if (!v[2])
             continue;
-        out_counts(&o, v[0], v[1], v[2], v[3]);
-        if (i == PROF_OTHER || !b->depth) {
-            out_str(&o, " 0x1", 4);
-        } else {
-            for (uint32_t d = 0; d < b->depth; d++) {
-                out_str(&o, " 0x", 3);
-                out_u64(&o, b->pc[d], 16);
-            }
+        /* One location per frame, ids by bucket (no merging: pprof does it
+         * by function); a stack that found no room has one, unknown. */
+        uint32_t depth = i == PROF_OTHER || !b->depth ? 1 : b->depth;
+        pb_msg smp = {.n = 0};
+        pb_msg ids = {.n = 0};
+        for (uint32_t d = 0; d < depth; d++) {
+            uint64_t id = (uint64_t)i * PROF_DEPTH + d + 1;
+            uintptr_t a = i == PROF_OTHER || !b->depth ? 0 : b->pc[d] - 1;
+            m.n = 0;
+            pb_field(&m, 1, id);
+            pb_field(&m, 2, a ? prof_map_of(a) : 0);
+            pb_field(&m, 3, a);
+            out_msg(&o, 4, &m); /* location */
+            pb_varint(&ids, id);
         }
-        out_str(&o, "\n", 1);
+        pb_varint(&smp, 1 << 3 | 2); /* location_id, packed */
+        pb_varint(&smp, ids.n);
+        memcpy(smp.b + smp.n, ids.b, ids.n);
+        smp.n += ids.n;
+        uint64_t alloc[2], inuse[2];
+        prof_scale(v[2], v[3], alloc);
+        prof_scale(v[0], v[1], inuse);
+        pb_msg vals = {.n = 0};
+        pb_varint(&vals, alloc[0]);
+        pb_varint(&vals, alloc[1]);
+        pb_varint(&vals, inuse[0]);
+        pb_varint(&vals, inuse[1]);
+        pb_varint(&smp, 2 << 3 | 2); /* value, packed */
+        pb_varint(&smp, vals.n);
+        memcpy(smp.b + smp.n, vals.b, vals.n);
+        smp.n += vals.n;
+        out_msg(&o, 2, &smp); /* sample */
     }
-    out_str(&o, "\nMAPPED_LIBRARIES:\n", 19);
-    int mfd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (mfd >= 0) {
-        char chunk[1024];
-        ssize_t r;
-        while ((r = read(mfd, chunk, sizeof chunk)) > 0 || (r < 0 && errno == EINTR))
-            if (r > 0)
-                out_str(&o, chunk, (size_t)r);
-        close(mfd);
-    }
-    out_flush(&o);
+    gz_end(&o);
     int err = o.err;
     heap_lock_release(&prof_write_lock);
     mote__os_sigpipe_restore(&old); /* takes a SIGPIPE the writes raised */
@@ -483,6 +783,8 @@ int mote__prof_write(int fd)
     prof_in_write = 0;
     return err;
 }
+
+int mote__prof_write(int fd) { return prof_write_impl(fd, false); }
 
 void mote__prof_write_at_exit(void)
 {
@@ -533,7 +835,14 @@ void mote__prof_write_at_exit(void)
         mote__os_write_err(msg);
         return;
     }
-    int r = mote__prof_write(fd);
+    int r = prof_write_impl(fd, true);
+    if (r == -EBUSY) {
+        mote__os_write_err(
+            "mote: MOTE_HEAPPROFILE: another thread is still writing a "
+            "profile (a reader that does not read?): none written at exit\n");
+        close(fd);
+        return;
+    }
     if (close(fd) != 0 && r == 0)
         r = -errno;
     if (r < 0) { /* a full disk, say: the file is not a profile */

@@ -101,7 +101,8 @@ bool mote__os_membarrier(void);
 
 /* ---- clocks (clock.c), malloc-free ---- */
 
-int64_t mote__os_now_ns(void); /* CLOCK_MONOTONIC */
+int64_t mote__os_now_ns(void);  /* CLOCK_MONOTONIC */
+int64_t mote__os_wall_ns(void); /* CLOCK_REALTIME: ns since the epoch */
 /* The kernel's tick-granular monotonic clock (1-4 ms steps): ~3 ns a read
  * instead of ~20, for decisions that only need "about a millisecond". */
 int64_t mote__os_coarse_ns(void);

@@ -1,5 +1,6 @@
 /*
- * clock.c - the monotonic clocks mote reads (see os.h).  All go through the
+ * clock.c - the clocks mote reads (see os.h): monotonic ones, and the wall
+ * clock for a heap profile's time stamp.  All go through the
  * vDSO: no system call, no allocation.
  */
 #include "os/os.h"
@@ -14,6 +15,8 @@ static int64_t os_clock_ns(clockid_t id)
 }
 
 int64_t mote__os_now_ns(void) { return os_clock_ns(CLOCK_MONOTONIC); }
+
+int64_t mote__os_wall_ns(void) { return os_clock_ns(CLOCK_REALTIME); }
 
 int64_t mote__os_coarse_ns(void) { return os_clock_ns(CLOCK_MONOTONIC_COARSE); }
 
