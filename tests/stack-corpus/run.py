@@ -372,6 +372,85 @@ def mode_errors(tool, src, work):
             fail("badutf8: names %s" % names)
     except ValueError as e:  # UnicodeDecodeError too
         fail("frames --json with a non-UTF-8 symbol is not JSON: %s" % e)
+    # Corrupt ELF headers and sections: a clear exit 2, never a crash or a
+    # wrapped offset that passes (an outside review's crafted inputs).
+    def sections(buf):
+        shoff, = struct.unpack_from("<Q", buf, 0x28)
+        shnum, shstrndx = struct.unpack_from("<HH", buf, 0x3C)
+        strtab_off, = struct.unpack_from("<Q", buf, shoff + shstrndx * 64 + 24)
+        out = {}
+        for i in range(shnum):
+            at = shoff + i * 64
+            name_off, = struct.unpack_from("<I", buf, at)
+            name = buf[strtab_off + name_off:buf.index(b"\0", strtab_off + name_off)]
+            out[name.decode()] = at
+        return out
+
+    def corrupt(name, edit):
+        b = bytearray(data)
+        edit(b, sections(b))
+        path = os.path.join(work, name)
+        open(path, "wb").write(bytes(b))
+        return path
+
+    def expect_no_crash(args, codes=(0, 2)):
+        r = run([tool, *args])
+        if r.returncode not in codes:
+            fail("%s: exit %d (a crash?), stderr %r" % (args, r.returncode, r.stderr))
+
+    nobits = corrupt("nobits", lambda b, s: struct.pack_into("<I", b, s[".eh_frame"] + 4, 8))
+    expect_no_crash(["frames", nobits, "--eh-frame"])
+    nobits = corrupt("nobits_hdr", lambda b, s: struct.pack_into("<I", b, s[".eh_frame_hdr"] + 4, 8))
+    expect_no_crash(["frames", nobits, "--eh-frame"])
+    wrap = corrupt("textwrap", lambda b, s: struct.pack_into("<Q", b, s[".text"] + 24, 2**64 - 256))
+    expect(["frames", wrap], 2, ["truncated"])
+    expect(["frames", corrupt("shoffwrap", lambda b, s: struct.pack_into("<Q", b, 0x28, 2**64 - 4096))],
+           2, ["truncated"])
+    expect(["frames", corrupt("shentsize", lambda b, s: struct.pack_into("<H", b, 0x3A, 40))],
+           2, ["section header entries of 40 bytes"])
+    expect(["frames", corrupt("class0", lambda b, s: b.__setitem__(4, 0))], 2, ["invalid ELF class"])
+    expect(["frames", corrupt("shstrndx", lambda b, s: struct.pack_into("<H", b, 0x3E, 0xfff0))],
+           2, ["out of range"])
+    neg = os.path.join(work, "neg.report")
+    open(neg, "w").write('{"mote_stack_report":1,"entries":[{"name":"main","offset":-1,"tasks":1}]}')
+    expect(["check", exe, neg], 2, ["offset", "must be an address"])
+    expect(["worst", exe, "--entry", "0x10zz"], 2, ["no function 0x10zz"])
+    # Output that cannot be written is an error, not a cut-short success.
+    if os.path.exists("/dev/full"):
+        r = subprocess.run([tool, "frames", exe], stdout=open("/dev/full", "w"),
+                           stderr=subprocess.PIPE, text=True)
+        if r.returncode != 2 or "cannot write" not in r.stderr:
+            fail("frames > /dev/full: exit %d %r" % (r.returncode, r.stderr))
+    # A cost table that names calls only keeps the built-in reserves.
+    part = os.path.join(work, "partial.costs")
+    open(part, "w").write("printf 100\n")
+    e = tool_json(tool, "worst", exe, "--entry", "main", "--costs", part)["entries"][0]
+    if not e["reserves"]["signal"] > 128 or not e["reserves"]["runtime"] > 0:
+        fail("a partial cost table dropped the reserves: %s" % e["reserves"])
+    # Inputs whose work grew with the square of their size: 160,000 calls in
+    # one function took 20-46 s, 16,000 functions whose sizes overlap ~23 s
+    # (8,000: 6-45 s); now well under a second each, under a sanitizer too.
+    calls = os.path.join(work, "calls.S")
+    with open(calls, "w") as f:
+        f.write(".text\n.globl main\n.type main,@function\nmain:\n")
+        f.write("call leaf\n" * 160000)
+        f.write("ret\n.size main,.-main\n.type leaf,@function\nleaf:\nret\n.size leaf,.-leaf\n")
+    overlap = os.path.join(work, "overlap.S")
+    with open(overlap, "w") as f:
+        f.write(".text\n")
+        for i in range(16000):
+            f.write(".globl f%d\n.type f%d,@function\nf%d:\nret\n.size f%d,text_end-f%d\n"
+                    % (i, i, i, i, i))
+        f.write(".globl main\n.type main,@function\nmain:\nret\n.size main,.-main\ntext_end:\n")
+    for srcf in (calls, overlap):
+        binf = srcf[:-2]
+        sh([cc, "-nostdlib", "-static", "-no-pie", srcf, "-o", binf, "-Wl,-e,main"])
+        try:
+            r = subprocess.run([tool, "frames", binf], capture_output=True, text=True, timeout=5)
+            if r.returncode != 0:
+                fail("frames %s: exit %d %r" % (binf, r.returncode, r.stderr))
+        except subprocess.TimeoutExpired:
+            fail("frames %s: over 5 s (quadratic?)" % binf)
     # Frame arithmetic at its edges: enter's size is unsigned, and frames
     # of 1 GiB or more are unknowns, not wrapped to a few bytes.
     ab = os.path.join(work, "absurd")

@@ -588,6 +588,16 @@ static void machine_line(char *buf, size_t n)
 
 int cmd_calibrate(const char *out, bool json)
 {
+    /* Before seconds of measuring: a path that cannot be written fails
+     * now (the file is written, from the start, at the end). */
+    if (out && strcmp(out, "-") != 0) {
+        FILE *probe = fopen(out, "a");
+        if (!probe) {
+            msg_error("cannot write %s: %s", out, strerror(errno));
+            return EXIT_INPUT;
+        }
+        fclose(probe);
+    }
     ctx c;
     memset(&c, 0, sizeof c);
     uint8_t *region = mmap(NULL, REGION, PROT_READ | PROT_WRITE,
@@ -799,8 +809,14 @@ int cmd_calibrate(const char *out, bool json)
                             : "");
         }
     }
-    if (f != stdout)
-        fclose(f);
+    /* (a full disk would leave a table cut short, whose missing reserves
+     * read as 0) */
+    bool failed = fflush(f) != 0 || ferror(f);
+    if (f != stdout && fclose(f) != 0)
+        failed = true;
+    if (failed)
+        msg_error("calibrate: cannot write %s: %s", f == stdout ? "the output" : out,
+                  strerror(errno ? errno : EIO));
     if (missing)
         msg_warn("calibrate: %d calls skipped (not found by dlsym)", missing);
     munmap(region, REGION);
@@ -813,5 +829,5 @@ int cmd_calibrate(const char *out, bool json)
     free(c.buf2);
     free(c.longstr);
     free(rows);
-    return 0;
+    return failed ? EXIT_INPUT : 0;
 }

@@ -104,9 +104,20 @@ int check_run(check_result *r, elfbin *b, analyzer *a, const char *report,
         const char *obj = str(jv_get(e, "object"));
         row->object = xstrdup(obj ? obj : (r->exe ? r->exe : b->path));
         const jv *off = jv_get(e, "offset");
+        char *oend = NULL;
+        errno = 0;
         if (off && off->type == JV_STR)
-            row->offset = strtoull(off->str, NULL, 0);
-        else if (off && off->type == JV_NUM)
+            row->offset = strtoull(off->str, &oend, 0);
+        if (off && ((off->type == JV_STR && (!*off->str || *oend || errno ||
+                                             off->str[strspn(off->str, " ")] == '-')) ||
+                    (off->type == JV_NUM && !num_ok(off, 9007199254740992.0)) ||
+                    (off->type != JV_STR && off->type != JV_NUM))) {
+            msg_error("%s: entry %zu (%s): \"offset\" must be an address (\"0x1139\")",
+                      report, i + 1, row->name);
+            jv_free(root);
+            return EXIT_INPUT;
+        }
+        if (off && off->type == JV_NUM)
             row->offset = (uint64_t)off->num;
         static const char *const fields[] = {"tasks", "sampled", "max_depth",
                                              "stack_size"};

@@ -68,6 +68,18 @@ int costs_load(costs *c, const char *path)
         c->source = xstrdup("built-in");
         return parse(c, mote_stack_default_costs, "built-in table");
     }
+    /* The reserves a table leaves out keep the built-in figures (0 would
+     * silently drop the signal frame from every recommendation). */
+    costs def;
+    memset(&def, 0, sizeof def);
+    def.redzone = 128;
+    if (parse(&def, mote_stack_default_costs, "built-in table") == 0) {
+        c->sigframe = def.sigframe;
+        c->lazybind = def.lazybind;
+        c->runtime = def.runtime;
+        c->redzone = def.redzone;
+    }
+    costs_free(&def);
     FILE *f = open_input(path, "cost table");
     if (!f)
         return EXIT_INPUT;

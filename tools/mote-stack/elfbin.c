@@ -57,8 +57,17 @@ static int check_header(const char *path, int fd, off_t fsize)
         msg_error("%s: truncated ELF file (%zd bytes, shorter than its header)", path, n);
         return EXIT_INPUT;
     }
-    if (h[EI_DATA] != ELFDATA2LSB) {
+    if (h[EI_CLASS] != ELFCLASS32 && h[EI_CLASS] != ELFCLASS64) {
+        msg_error("%s: invalid ELF class %u (corrupt header)", path, h[EI_CLASS]);
+        return EXIT_INPUT;
+    }
+    if (h[EI_DATA] == ELFDATA2MSB) {
         msg_error("%s: big-endian ELF; only x86-64 is supported", path);
+        return EXIT_INPUT;
+    }
+    if (h[EI_DATA] != ELFDATA2LSB || h[EI_VERSION] != EV_CURRENT) {
+        msg_error("%s: invalid ELF data encoding %u or version %u (corrupt header)", path,
+                  h[EI_DATA], h[EI_VERSION]);
         return EXIT_INPUT;
     }
     if (h[EI_CLASS] != ELFCLASS64) {
@@ -97,13 +106,22 @@ static int check_header(const char *path, int fd, off_t fsize)
                   path);
         return EXIT_INPUT;
     }
-    if (e.e_shentsize != sizeof(Elf64_Shdr) ||
-        e.e_shoff + (uint64_t)e.e_shnum * e.e_shentsize > (uint64_t)fsize) {
-        msg_error("%s: truncated ELF file: section headers end at byte %llu, "
-                  "the file has %lld",
-                  path,
-                  (unsigned long long)(e.e_shoff + (uint64_t)e.e_shnum * e.e_shentsize),
-                  (long long)fsize);
+    if (e.e_shentsize != sizeof(Elf64_Shdr)) {
+        msg_error("%s: section header entries of %u bytes, not %zu (corrupt header)",
+                  path, e.e_shentsize, sizeof(Elf64_Shdr));
+        return EXIT_INPUT;
+    }
+    if (e.e_shstrndx >= e.e_shnum && e.e_shstrndx != SHN_XINDEX) {
+        msg_error("%s: section name table index %u out of range (%u sections)", path,
+                  e.e_shstrndx, e.e_shnum);
+        return EXIT_INPUT;
+    }
+    /* No wrap-around: e_shoff near 2^64 must not pass as small. */
+    if (e.e_shoff > (uint64_t)fsize ||
+        (uint64_t)e.e_shnum * e.e_shentsize > (uint64_t)fsize - e.e_shoff) {
+        msg_error("%s: truncated ELF file: section headers (offset %llu, %u entries) "
+                  "end beyond the file's %lld bytes",
+                  path, (unsigned long long)e.e_shoff, e.e_shnum, (long long)fsize);
         return EXIT_INPUT;
     }
     return 0;
@@ -156,14 +174,14 @@ static int open_elf(const char *path, int *fdp, Elf **ep, bool quiet)
         if (!gelf_getshdr(s, &sh))
             continue;
         if (sh.sh_type != SHT_NOBITS &&
-            sh.sh_offset + sh.sh_size > (uint64_t)st.st_size) {
+            (sh.sh_offset > (uint64_t)st.st_size ||
+             sh.sh_size > (uint64_t)st.st_size - sh.sh_offset)) {
             if (!quiet) {
                 const char *nm = elf_strptr(e, shstr, sh.sh_name);
-                msg_error("%s: truncated ELF file: section %s ends at byte %llu, "
-                          "the file has %lld",
-                          path, nm ? nm : "?",
-                          (unsigned long long)(sh.sh_offset + sh.sh_size),
-                          (long long)st.st_size);
+                msg_error("%s: truncated ELF file: section %s (offset %llu, %llu bytes) "
+                          "ends beyond the file's %lld bytes",
+                          path, nm ? nm : "?", (unsigned long long)sh.sh_offset,
+                          (unsigned long long)sh.sh_size, (long long)st.st_size);
             }
             elf_end(e);
             close(fd);
@@ -357,6 +375,29 @@ static bool build_id(Elf *e, char *hex, size_t hexlen)
     return false;
 }
 
+/* The CRC32 (gdb's gnu_debuglink_crc32, zlib's polynomial) of a file. */
+static uint32_t file_crc32(int fd)
+{
+    static uint32_t table[256];
+    if (!table[1])
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++)
+                c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+            table[i] = c;
+        }
+    uint32_t crc = 0xffffffffu;
+    unsigned char buf[65536];
+    ssize_t n;
+    off_t off = 0;
+    while ((n = pread(fd, buf, sizeof buf, off)) > 0) {
+        for (ssize_t i = 0; i < n; i++)
+            crc = table[(crc ^ buf[i]) & 0xff] ^ (crc >> 8);
+        off += n;
+    }
+    return crc ^ 0xffffffffu;
+}
+
 /* A separate debug file holding the .symtab (and DWARF) of a stripped
  * binary, where gdb would look for it. */
 static void find_debug_file(elfbin *b)
@@ -364,25 +405,50 @@ static void find_debug_file(elfbin *b)
     const char *root = getenv("MOTE_STACK_DEBUG_ROOT");
     if (!root || !*root)
         root = "/usr/lib/debug";
-    char cand[4][PATH_MAX];
+    char cand[5][PATH_MAX];
     int nc = 0;
     char hex[130];
-    if (build_id(b->elf, hex, sizeof hex))
+    bool bid = build_id(b->elf, hex, sizeof hex);
+    if (bid)
         snprintf(cand[nc++], PATH_MAX, "%s/.build-id/%.2s/%s.debug", root, hex, hex + 2);
     Elf_Scn *dl = find_scn_named(b->elf, ".gnu_debuglink");
     Elf_Data *d = dl ? elf_getdata(dl, NULL) : NULL;
     char real[PATH_MAX];
-    if (d && d->d_size > 1 && memchr(d->d_buf, 0, d->d_size) && realpath(b->path, real)) {
+    uint32_t want_crc = 0;
+    bool have_crc = false;
+    const char *nul =
+        d && d->d_buf && d->d_size > 1 ? memchr(d->d_buf, 0, d->d_size) : NULL;
+    if (nul && realpath(b->path, real)) {
         const char *link = d->d_buf;
+        /* The CRC32 follows the name, 4-byte aligned (as gdb checks it). */
+        size_t crc_off = ((size_t)(nul - link) + 4) & ~(size_t)3;
+        if (crc_off + 4 <= d->d_size) {
+            memcpy(&want_crc, link + crc_off, 4);
+            have_crc = true;
+        }
         char *dir = dirname(real);
+        snprintf(cand[nc++], PATH_MAX, "%s/%s", dir, link); /* gdb looks here first */
         snprintf(cand[nc++], PATH_MAX, "%s/.debug/%s", dir, link);
         snprintf(cand[nc++], PATH_MAX, "%s%s/%s", root, dir, link);
     }
     for (int i = 0; i < nc; i++) {
         int fd;
         Elf *e;
-        if (access(cand[i], R_OK) != 0 || open_elf(cand[i], &fd, &e, true))
+        if (access(cand[i], R_OK) != 0 || strcmp(cand[i], b->path) == 0 ||
+            open_elf(cand[i], &fd, &e, true))
             continue;
+        /* A stale debug file names other functions at these addresses:
+         * the build-id path is exact; a debuglink candidate must match
+         * its CRC. */
+        if (i > 0 || !bid) {
+            if (have_crc && file_crc32(fd) != want_crc) {
+                msg_warn("%s: %s does not match (CRC mismatch): ignored", b->path,
+                         cand[i]);
+                elf_end(e);
+                close(fd);
+                continue;
+            }
+        }
         GElf_Ehdr eh;
         if (gelf_getehdr(e, &eh) && eh.e_machine == EM_X86_64 &&
             find_scn_type(e, SHT_SYMTAB)) {
@@ -412,8 +478,8 @@ static size_t add_eh_frame_funcs(elfbin *b, rawsym **syms, size_t *n, size_t *ca
     GElf_Shdr hsh, esh;
     Elf_Data *hd = hs ? elf_getdata(hs, NULL) : NULL;
     Elf_Data *ed = es ? elf_getdata(es, NULL) : NULL;
-    if (!hd || !ed || !gelf_getshdr(hs, &hsh) || !gelf_getshdr(es, &esh) ||
-        hd->d_size < 12) {
+    if (!hd || !ed || !hd->d_buf || !ed->d_buf || !gelf_getshdr(hs, &hsh) ||
+        !gelf_getshdr(es, &esh) || hd->d_size < 12) {
         msg_warn("%s: no .eh_frame_hdr: --eh-frame finds no functions", b->path);
         return 0;
     }

@@ -79,6 +79,7 @@ typedef struct insn {
     int64_t imm;
     int64_t disp;
     int32_t seen;   /* depth it was last analysed with */
+    int32_t cs;     /* its first callsite (index in a->calls), -1 */
     uint16_t wmask; /* general registers written (other than by op) */
     uint8_t len, op, opsz, visits;
     int8_t r0, r1, mbase, mindex;
@@ -297,7 +298,7 @@ void analyzer_free(analyzer *a)
 
 const callsite *frame_calls(const analyzer *a, const frame *f)
 {
-    return a->calls + f->first_call;
+    return a->calls ? a->calls + f->first_call : NULL;
 }
 
 /* ---- decoding ------------------------------------------------------------ */
@@ -368,6 +369,7 @@ static void fill(insn *I, const cs_insn *c)
     I->addr = c->address;
     I->len = (uint8_t)c->size;
     I->seen = SEEN_NONE;
+    I->cs = -1;
     I->r0 = I->r1 = I->mbase = I->mindex = -1;
     I->op = OP_OTHER;
     const cs_x86_op *o0 = x->op_count > 0 ? &x->operands[0] : NULL;
@@ -574,7 +576,8 @@ static void push_work(analyzer *a, uint64_t addr, const state *s)
  * call site: the deeper depth, and %rdi known only if every way agrees. */
 static callsite *merge_call(analyzer *a, const insn *I, const state *s, int kind)
 {
-    for (size_t i = a->cur->first_call; i < a->ncalls; i++) {
+    /* Only this instruction's own callsites (one, rarely two kinds). */
+    for (size_t i = I->cs < 0 ? a->ncalls : (size_t)I->cs; i < a->ncalls; i++) {
         callsite *c = &a->calls[i];
         if (c->at != I->addr || c->kind != kind)
             continue;
@@ -590,11 +593,13 @@ static callsite *merge_call(analyzer *a, const insn *I, const state *s, int kind
     return NULL;
 }
 
-static callsite *add_call(analyzer *a, const insn *I, const state *s, int kind)
+static callsite *add_call(analyzer *a, insn *I, const state *s, int kind)
 {
     callsite *c = merge_call(a, I, s, kind);
     if (c)
         return c;
+    if (I->cs < 0)
+        I->cs = (int32_t)a->ncalls;
     c = VEC_PUSH(a->calls, a->ncalls, a->capcalls);
     memset(c, 0, sizeof *c);
     c->at = I->addr;
@@ -635,7 +640,7 @@ static bool set_rsp(analyzer *a, state *s, rv v, const insn *I)
     return false;
 }
 
-static void tail_or_jump(analyzer *a, const insn *I, state *s, uint64_t t, bool *follow)
+static void tail_or_jump(analyzer *a, insn *I, state *s, uint64_t t, bool *follow)
 {
     *follow = false;
     if (range_of(a, t)) {
@@ -811,8 +816,8 @@ static void run_path(analyzer *a, uint64_t addr, state s)
                 int64_t acc = (int64_t)((uint64_t)base.v - (uint64_t)I->disp);
                 if (acc > a->cur->depth && acc < (1 << 30))
                     a->cur->depth = (int32_t)acc;
-                if (sp->k == K_SP && acc > sp->v) {
-                    int64_t rz = acc - sp->v;
+                if (sp->k == K_SP && acc > sp->v && acc < (1 << 30)) {
+                    int64_t rz = acc - sp->v; /* both within +-2^30: no overflow */
                     if (rz > a->cur->redzone && rz <= 4096)
                         a->cur->redzone = (int32_t)rz;
                 }
@@ -1145,7 +1150,15 @@ static void sweep_gaps(analyzer *a)
         bool seeded = false;
         for (int r = 0; r < a->nrg; r++) {
             range *rg = &a->rg[r];
-            for (uint64_t off = 0; off < rg->hi - rg->lo;) {
+            /* Another function's code is not this one's gap: with symbol
+             * sizes that overlap (hand-written or hostile .size), sweeping
+             * it would analyse every later function again, n^2 in all. */
+            uint64_t lim = rg->hi - rg->lo;
+            int nf = elfbin_func_at(a->b, rg->lo);
+            if (nf >= 0 && (size_t)nf + 1 < a->b->nfuncs &&
+                a->b->funcs[nf + 1].addr > rg->lo && a->b->funcs[nf + 1].addr < rg->hi)
+                lim = a->b->funcs[nf + 1].addr - rg->lo;
+            for (uint64_t off = 0; off < lim;) {
                 if (rg->cov[off]) {
                     off++;
                     continue;

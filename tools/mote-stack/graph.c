@@ -48,6 +48,11 @@ int hints_load(hints *h, const char *path)
     int lineno = 0;
     while (fgets(line, sizeof line, f)) {
         lineno++;
+        if (!strchr(line, '\n') && !feof(f)) {
+            msg_error("%s:%d: line longer than %zu bytes", path, lineno, sizeof line - 2);
+            fclose(f);
+            return EXIT_INPUT;
+        }
         char *hash = strchr(line, '#');
         if (hash)
             *hash = 0;
@@ -456,7 +461,7 @@ static void expand(walk *k, int v)
 static const wedge *edges_of(const walk *k, int v, uint32_t *n)
 {
     *n = k->nout[v];
-    return k->edges + (k->seen[v] - 1);
+    return k->edges ? k->edges + (k->seen[v] - 1) : NULL;
 }
 
 #define NEG (INT64_MIN / 4)
@@ -764,16 +769,17 @@ static void scc_finish(walk *k, scc *t, const int *m, size_t s)
         if (L < 0)
             L = 0;
         /* Saturated: hints allow 2^30 repeats of frames up to 1 GiB. */
-        int64_t from_h =
-            L > 0 && K - 1 > (INT64_MAX / 4) / L ? INT64_MAX / 4 : (K - 1) * L + E;
+        const int64_t SAT = INT64_MAX / 4;
+        int64_t from_h = L > 0 && K - 1 > SAT / L ? SAT : (K - 1) * L;
+        from_h = E > SAT - from_h ? SAT : from_h + E; /* nested groups add up */
         for (size_t i = 0; i < s; i++) {
             int64_t c = inh[i] ? from_h : D[i];
-            if (!inh[i] && T[i] > NEG && T[i] + from_h > c)
-                c = T[i] + from_h;
+            if (!inh[i] && T[i] > NEG && T[i] > c - from_h)
+                c = T[i] > INT64_MAX / 2 - from_h ? INT64_MAX / 2 : T[i] + from_h;
             k->cost[m[i]] = c > k->zcost[m[i]] ? c : k->zcost[m[i]];
         }
         per_level = L;
-        max_repeat = (int32_t)(K - 1);
+        max_repeat = K - 1 > INT32_MAX ? INT32_MAX : (int32_t)(K - 1);
         free(D);
         free(T);
     } else {
@@ -816,6 +822,17 @@ void worst_from(analyzer *a, elfbin *b, int entry, const graph_opts *o, worst *w
     for (size_t i = 0; i < nh; i++) {
         k.hint_caller[i] = lookup(b, o->h->edges[i].caller);
         k.hint_target[i] = lookup(b, o->h->edges[i].target);
+    }
+    /* A `frame` hint that names no function of the binary does nothing:
+     * say so once (a typo would otherwise leave the bound silently below
+     * what the user declared).  Caller hints may list alternative names
+     * (mote.hints: trim_freeze / trim_freeze.part.0), so they stay quiet. */
+    if (o->h && !o->h->warned) {
+        ((hints *)o->h)->warned = true;
+        for (size_t i = 0; i < o->h->nframes; i++)
+            if (lookup(b, o->h->frames[i].name) < 0)
+                msg_warn("%s:%d: no function %s in %s: frame hint ignored", o->h->path,
+                         o->h->frames[i].line, o->h->frames[i].name, b->path);
     }
 
     /* Every reachable function and its edges, then the components. */

@@ -28,6 +28,7 @@ typedef struct hint_size {
 } hint_size;
 
 typedef struct hints {
+    bool warned; /* hints naming no function were reported */
     char *path;
     hint_edge *edges;
     size_t nedges, capedges;

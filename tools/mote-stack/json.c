@@ -176,7 +176,13 @@ static void put_utf8(char **o, unsigned cp)
 static char *parse_str(rd *r)
 {
     r->s++; /* the opening quote */
-    char *out = xmalloc((size_t)(r->end - r->s) + 1), *o = out;
+    /* The decoded string is no longer than its source up to the closing
+     * quote: allocating the rest of the input per string made a report of
+     * many short strings cost (strings x input size) of address space. */
+    const char *q = r->s;
+    while (q < r->end && *q != '"')
+        q += *q == '\\' && q + 1 < r->end ? 2 : 1;
+    char *out = xmalloc((size_t)(q - r->s) + 1), *o = out;
     while (r->s < r->end && *r->s != '"') {
         char c = *r->s++;
         if ((unsigned char)c < 0x20) {

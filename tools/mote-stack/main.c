@@ -205,9 +205,11 @@ static int cmd_worst(const cli *c, elfbin *b, analyzer *a, const costs *co,
         for (size_t i = 0; i < c->nentries; i++) {
             const char *e = c->entries[i];
             int fi = -1;
-            if (e[0] == '0' && (e[1] == 'x' || e[1] == 'X'))
-                fi = elfbin_func_start(b, strtoull(e, NULL, 16));
-            else
+            char *end = NULL;
+            if (e[0] == '0' && (e[1] == 'x' || e[1] == 'X')) {
+                unsigned long long v = strtoull(e, &end, 16);
+                fi = *end || end == e + 2 ? -1 : elfbin_func_start(b, v);
+            } else
                 fi = elfbin_func_named(b, e, strlen(e));
             if (fi < 0 && strcmp(e, "main") == 0)
                 fi = find_main(b, a);
@@ -343,5 +345,11 @@ int main(int argc, char **argv)
     costs_free(&co);
     hints_free(&h);
     free(c.entries);
+    /* A full disk or a closed pipe: the output is cut short, and a cost
+     * table or report read from it later would be wrong. */
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        msg_error("cannot write the output: %s", strerror(errno ? errno : EIO));
+        return EXIT_INPUT;
+    }
     return r;
 }
