@@ -49,35 +49,38 @@
 enum { REGION = 2 << 20, RUNS = 8 }; /* runs per call: 2 patterns x 4 alignments */
 
 /* Arguments that only exist at run time: markers no real argument has. */
-#define MARK(k)    ((const void *)(uintptr_t)(0x7eed0000u + (k)))
-#define A_FILE     MARK(1)  /* a FILE* on /dev/null */
-#define A_FD       MARK(2)  /* an fd on /dev/null */
-#define A_BUF      MARK(3)  /* 64 KiB scratch buffer */
-#define A_BUF2     MARK(4)  /* another one */
-#define A_FRESH    MARK(5)  /* malloc(64), just allocated */
-#define A_FRESHBIG MARK(6)  /* malloc(4 MiB), just allocated */
-#define A_SLOT     MARK(7)  /* a scratch word */
-#define A_TM       MARK(8)  /* a struct tm */
-#define A_TIME     MARK(9)  /* a time_t holding now */
-#define A_MUTEX    MARK(10) /* a pthread mutex */
-#define A_INTS     MARK(11) /* 1000 ints for qsort */
-#define A_CMP      MARK(12) /* qsort comparator */
-#define A_LONGSTR  MARK(13) /* a 60 KB string */
-#define A_ZERO_TS  MARK(14) /* a zero struct timespec */
-#define A_LOCKED   MARK(15) /* a locked pthread mutex */
-#define A_PAGE     MARK(16) /* a fresh anonymous page */
-#define A_COND     MARK(17) /* a pthread condition variable */
-#define A_RWLOCK   MARK(18) /* a fresh rwlock */
-#define A_RDLOCKED MARK(19) /* a read-locked rwlock */
-#define A_ATTR     MARK(20) /* initialised, detached pthread attributes */
-#define A_THREADFN MARK(21) /* a thread body that returns at once */
-#define A_TOKSTR   MARK(22) /* a fresh "a=b&c=d..." string */
-#define A_JMPBUF   MARK(23) /* a sigjmp_buf set in the measuring child */
-#define A_UFILE    MARK(24) /* an unbuffered FILE* on /dev/null, like stderr */
-#define A_LONGNUM  MARK(25) /* a 60000-digit decimal number */
-#define A_MIDNUM   MARK(26) /* the same cut to 5000 digits */
-#define A_MAX      26
-#define N(x)       ((const void *)(uintptr_t)(x))
+#define MARK(k)     ((const void *)(uintptr_t)(0x7eed0000u + (k)))
+#define A_FILE      MARK(1)  /* a FILE* on /dev/null */
+#define A_FD        MARK(2)  /* an fd on /dev/null */
+#define A_BUF       MARK(3)  /* 64 KiB scratch buffer */
+#define A_BUF2      MARK(4)  /* another one */
+#define A_FRESH     MARK(5)  /* malloc(64), just allocated */
+#define A_FRESHBIG  MARK(6)  /* malloc(4 MiB), just allocated */
+#define A_SLOT      MARK(7)  /* a scratch word */
+#define A_TM        MARK(8)  /* a struct tm */
+#define A_TIME      MARK(9)  /* a time_t holding now */
+#define A_MUTEX     MARK(10) /* a pthread mutex */
+#define A_INTS      MARK(11) /* 1000 ints for qsort */
+#define A_CMP       MARK(12) /* qsort comparator */
+#define A_LONGSTR   MARK(13) /* a 60 KB string */
+#define A_ZERO_TS   MARK(14) /* a zero struct timespec */
+#define A_LOCKED    MARK(15) /* a locked pthread mutex */
+#define A_PAGE      MARK(16) /* a fresh anonymous page */
+#define A_COND      MARK(17) /* a pthread condition variable */
+#define A_RWLOCK    MARK(18) /* a fresh rwlock */
+#define A_RDLOCKED  MARK(19) /* a read-locked rwlock */
+#define A_ATTR      MARK(20) /* initialised, detached pthread attributes */
+#define A_THREADFN  MARK(21) /* a thread body that returns at once */
+#define A_TOKSTR    MARK(22) /* a fresh "a=b&c=d..." string */
+#define A_JMPBUF    MARK(23) /* a sigjmp_buf set in the measuring child */
+#define A_UFILE     MARK(24) /* an unbuffered FILE* on /dev/null, like stderr */
+#define A_LONGNUM   MARK(25) /* a 60000-digit decimal number */
+#define A_MIDNUM    MARK(26) /* the same cut to 5000 digits */
+#define A_FRESHFILE MARK(27) /* a FILE* just opened on /dev/null, written to */
+#define A_STAT      MARK(28) /* room for a struct stat (A_BUF) */
+#define A_SELF      MARK(29) /* pthread_self() */
+#define A_MAX       29
+#define N(x)        ((const void *)(uintptr_t)(x))
 
 typedef struct pcall {
     const char *fn;
@@ -233,6 +236,25 @@ static const pcall calls[] = {
     {"strerrordesc_np", {N(22)}, {0}, 0},
     {"open", {"/dev/null", N(0)}, {0}, 0}, /* leaks six descriptors: harmless here */
     {"openat", {N(-100) /* AT_FDCWD */, "/dev/null", N(0)}, {0}, 0},
+    /* (the runtime's own: signal masks, the task dump's memory stream, the
+     * poller and the stack freezer's ioctls) */
+    {"sigdelset", {A_BUF, N(10)}, {0}, 0},
+    {"sigaddset", {A_BUF, N(10)}, {0}, 0},
+    {"open_memstream", {A_SLOT, A_BUF}, {0}, 0}, /* leaks a stream: harmless here */
+    {"poll", {A_BUF, N(0), N(0)}, {0}, 0},
+    {"ioctl", {A_FD, N(0x541b) /* FIONREAD */, A_BUF}, {0}, 0},
+    {"epoll_wait", {N(-1L), A_BUF, N(1), N(0)}, {0}, 0},
+    {"epoll_pwait", {N(-1L), A_BUF, N(1), N(0), NULL}, {0}, 0},
+    {"epoll_ctl", {N(-1L), N(1), N(0), A_BUF}, {0}, 0},
+    {"eventfd", {N(0), N(0)}, {0}, 0},
+    {"fcntl", {A_FD, N(3) /* F_GETFL */}, {0}, 0},
+    {"fclose", {A_FRESHFILE}, {0}, 0},
+    {"fstat", {A_FD, A_STAT}, {0}, 0},
+    {"pread", {A_FD, A_BUF, N(100), N(0)}, {0}, 0},
+    {"mremap", {A_PAGE, N(4096), N(8192), N(1) /* MREMAP_MAYMOVE */}, {0}, 0},
+    {"dladdr1", {A_CMP, A_BUF, A_SLOT, N(1) /* RTLD_DL_SYMENT */}, {0}, 0},
+    {"pthread_getattr_np", {A_SELF, A_BUF}, {0}, 0},
+    {"pthread_attr_getstack", {A_ATTR, A_SLOT, A_BUF}, {0}, 0},
 };
 
 /* Functions that never return: each is measured in a child process on
@@ -438,6 +460,14 @@ static uintptr_t resolve(ctx *c, const void *arg)
         snprintf(c->tok, sizeof c->tok, "name=widget&color=blue&size=3&note=a<b&x=y");
         return (uintptr_t)c->tok;
     case 14: memset(&c->ts, 0, sizeof c->ts); return (uintptr_t)&c->ts;
+    case 27: {
+        FILE *f = fopen("/dev/null", "w");
+        if (f)
+            fputs("some bytes for the close to flush\n", f);
+        return (uintptr_t)f;
+    }
+    case 28: return (uintptr_t)c->buf;
+    case 29: return (uintptr_t)pthread_self();
     default: return (uintptr_t)arg;
     }
 }
