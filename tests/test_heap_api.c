@@ -402,7 +402,10 @@ static void *carved_unused_block(void)
     return NULL;
 }
 static void free_carved_unused(void) { mote_free(carved_unused_block()); }
-static void realloc_carved_unused(void) { (void)!mote_realloc(carved_unused_block(), 100); }
+static void realloc_carved_unused(void)
+{
+    (void)!mote_realloc(carved_unused_block(), 100);
+}
 static void *carved_unused_thread(void *arg)
 {
     (void)arg;
