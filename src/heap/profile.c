@@ -445,14 +445,19 @@ typedef struct pb_msg {
     uint8_t b[1024];
 } pb_msg;
 
-static void pb_varint(pb_msg *m, uint64_t v)
+/* v as a varint at b; its length. */
+static size_t varint_at(uint8_t *b, uint64_t v)
 {
+    size_t n = 0;
     while (v >= 0x80) {
-        m->b[m->n++] = (uint8_t)(v | 0x80);
+        b[n++] = (uint8_t)(v | 0x80);
         v >>= 7;
     }
-    m->b[m->n++] = (uint8_t)v;
+    b[n++] = (uint8_t)v;
+    return n;
 }
+
+static void pb_varint(pb_msg *m, uint64_t v) { m->n += varint_at(m->b + m->n, v); }
 
 /* A varint field (wire type 0); zero is the default and is left out. */
 static void pb_field(pb_msg *m, unsigned field, uint64_t v)
@@ -463,24 +468,34 @@ static void pb_field(pb_msg *m, unsigned field, uint64_t v)
     pb_varint(m, v);
 }
 
-/* Writes message m as field `field` of the profile (wire type 2). */
+/* A length-delimited field (wire type 2) of n bytes at p, into m. */
+static void pb_bytes(pb_msg *m, unsigned field, const void *p, size_t n)
+{
+    pb_varint(m, (uint64_t)field << 3 | 2);
+    pb_varint(m, n);
+    memcpy(m->b + m->n, p, n);
+    m->n += n;
+}
+
+/* The same, as a field of the profile itself: straight to the output. */
+static void out_field(prof_out *o, unsigned field, const void *p, size_t n)
+{
+    uint8_t h[20];
+    size_t k = varint_at(h, (uint64_t)field << 3 | 2);
+    k += varint_at(h + k, n);
+    out_bytes(o, h, k);
+    out_bytes(o, p, n);
+}
+
 static void out_msg(prof_out *o, unsigned field, const pb_msg *m)
 {
-    pb_msg h = {.n = 0};
-    pb_varint(&h, (uint64_t)field << 3 | 2);
-    pb_varint(&h, m->n);
-    out_bytes(o, h.b, h.n);
-    out_bytes(o, m->b, m->n);
+    out_field(o, field, m->b, m->n);
 }
 
 /* The profile's string table (field 6), written in index order. */
 static void out_string(prof_out *o, uint32_t *next, const char *s, size_t len)
 {
-    pb_msg h = {.n = 0};
-    pb_varint(&h, 6 << 3 | 2);
-    pb_varint(&h, len);
-    out_bytes(o, h.b, h.n);
-    out_bytes(o, s, len);
+    out_field(o, 6, s, len);
     (*next)++;
 }
 
@@ -757,10 +772,7 @@ static int prof_write_impl(int fd, bool at_exit)
             out_msg(&o, 4, &m); /* location */
             pb_varint(&ids, id);
         }
-        pb_varint(&smp, 1 << 3 | 2); /* location_id, packed */
-        pb_varint(&smp, ids.n);
-        memcpy(smp.b + smp.n, ids.b, ids.n);
-        smp.n += ids.n;
+        pb_bytes(&smp, 1, ids.b, ids.n); /* location_id, packed */
         uint64_t alloc[2], inuse[2];
         prof_scale(v[2], v[3], alloc);
         prof_scale(v[0], v[1], inuse);
@@ -769,11 +781,8 @@ static int prof_write_impl(int fd, bool at_exit)
         pb_varint(&vals, alloc[1]);
         pb_varint(&vals, inuse[0]);
         pb_varint(&vals, inuse[1]);
-        pb_varint(&smp, 2 << 3 | 2); /* value, packed */
-        pb_varint(&smp, vals.n);
-        memcpy(smp.b + smp.n, vals.b, vals.n);
-        smp.n += vals.n;
-        out_msg(&o, 2, &smp); /* sample */
+        pb_bytes(&smp, 2, vals.b, vals.n); /* value, packed */
+        out_msg(&o, 2, &smp);              /* sample */
     }
     gz_end(&o);
     int err = o.err;
