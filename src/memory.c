@@ -36,9 +36,10 @@ uint64_t mote__memory_used(bool force)
             uint64_t lim = LOAD(&rt.memlimit, RELAXED);
             /* The heap's share of the limit: what the rest holds is off
              * it (its committed bytes bound what it has resident). */
-            uint64_t heap = mote__heap_committed_bytes();
-            if (lim)
+            if (lim) {
+                uint64_t heap = mote__heap_committed_bytes();
                 mote__heap_limit_share(lim, used > heap ? used - heap : 0);
+            }
             int was = LOAD(&rt.pressure, RELAXED);
             int now_p = lim && used >= lim - lim / 10;
             STORE(&rt.pressure, now_p, RELAXED);

@@ -370,22 +370,26 @@ static void *uncarved_block(void)
     return pg->start + (size_t)(pg->reserved - 1) * pg->bsize;
 }
 static void free_uncarved(void) { mote_free(uncarved_block()); }
-static void *uncarved_thread(void *arg)
+static void *(*remote_make)(void);
+static void *remote_maker(void *arg)
 {
     (void)arg;
-    remote_ptr = uncarved_block();
+    remote_ptr = remote_make();
     return NULL;
 }
-/* The page's owner has exited: the free keeps the block in this thread's
- * list of other threads' blocks, which its next mallocs take from. */
-static void free_uncarved_remote(void)
+/* Frees the block make() returns on a thread that has exited by then: the
+ * free keeps the block in this thread's list of other threads' blocks,
+ * which its next mallocs take from. */
+static void free_made_by_an_exited_thread(void *(*make)(void))
 {
     mote_free(mote_malloc(16)); /* this thread has a cache */
+    remote_make = make;
     pthread_t t;
-    pthread_create(&t, NULL, uncarved_thread, NULL);
+    pthread_create(&t, NULL, remote_maker, NULL);
     pthread_join(t, NULL);
     mote_free(remote_ptr);
 }
+static void free_uncarved_remote(void) { free_made_by_an_exited_thread(uncarved_block); }
 /* A block carved onto a fresh page's free list with the one malloc took,
  * never handed out: on a block boundary, in the carved part, and free.
  * Taken free again, it would be on the free list twice. */
@@ -406,21 +410,9 @@ static void realloc_carved_unused(void)
 {
     (void)!mote_realloc(carved_unused_block(), 100);
 }
-static void *carved_unused_thread(void *arg)
-{
-    (void)arg;
-    remote_ptr = carved_unused_block();
-    return NULL;
-}
-/* The owner has exited: the free would keep it on this thread's list of
- * other threads' blocks. */
 static void free_carved_unused_remote(void)
 {
-    mote_free(mote_malloc(16)); /* this thread has a cache */
-    pthread_t t;
-    pthread_create(&t, NULL, carved_unused_thread, NULL);
-    pthread_join(t, NULL);
-    mote_free(remote_ptr);
+    free_made_by_an_exited_thread(carved_unused_block);
 }
 static void realloc_freed(void)
 {

@@ -620,10 +620,10 @@ void mote__heap_limit_share(uint64_t limit, uint64_t others)
     uint64_t bytes = mote__heap_cfg.limit;
     if (limit)
         bytes = others < limit - limit / 16 ? limit - others : limit / 16;
-    bool was = mote__arena_limited();
-    mote__arena_set_limit(bytes);
-    if (bytes && !was) /* (as mote__heap_set_limit) */
-        mote__runcache_scavenge(0);
+    if (bytes && !mote__arena_limited())
+        mote__heap_set_limit(bytes); /* (which empties the run caches, once) */
+    else
+        mote__arena_set_limit(bytes);
 }
 
 int mote__heap_set_limit(uint64_t bytes)
