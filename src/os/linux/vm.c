@@ -117,6 +117,14 @@ void *mote__os_remap(void *p, size_t len, size_t new_len)
     return r;
 }
 
+/* [dst, dst + len) mapped afresh, replacing what is there (no hints: the
+ * caller's mapping keeps its own). */
+static bool vm_fresh_at(void *dst, size_t len)
+{
+    return mmap(dst, len, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == dst;
+}
+
 int mote__os_move(void *p, size_t len, void *dst, size_t new_len)
 {
     vm_vacated(); /* before: once moved, p's range may be taken at once */
@@ -132,16 +140,12 @@ int mote__os_move(void *p, size_t len, void *dst, size_t new_len)
      * moves those) are moved as they are into a fresh dst.  The kernel
      * may have unmapped dst before it failed: dst is mapped afresh for
      * either outcome. */
-    void *r = mmap(dst, new_len, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-    if (r != dst)
+    if (!vm_fresh_at(dst, new_len))
         return -1;
     if (new_len > len &&
         mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst) != MAP_FAILED)
         return 0;
-    r = mmap(dst, new_len, PROT_READ | PROT_WRITE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-    return r == dst ? 1 : -1;
+    return vm_fresh_at(dst, new_len) ? 1 : -1;
 }
 
 int mote__os_residency(const void *p, size_t len, unsigned char *vec)
