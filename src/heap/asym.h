@@ -39,6 +39,7 @@
 #include <stdint.h>
 
 #include "atomic.h"
+#include "debug.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define HEAP_ASYM_STRICT 1
@@ -95,6 +96,15 @@ static inline void heap_asym_close(heap_asym *a) { FETCH_ADD(&a->gate, 1, SEQ_CS
 void mote__heap_asym_heavy_fence(void);
 static inline bool heap_asym_won(heap_asym *a) { return LOAD(&a->busy, SEQ_CST) == 0; }
 static inline void heap_asym_open(heap_asym *a) { FETCH_SUB(&a->gate, 1, RELEASE); }
+
+/* A fork child: the threads that were inside their locks are gone.  No
+ * gate is closed then (every closer holds the arena lock or the run
+ * caches' scav_lock, which the fork holds). */
+static inline void heap_asym_fork_child(heap_asym *a)
+{
+    mote__assert(LOAD(&a->gate, RELAXED) == 0);
+    STORE(&a->busy, 0, RELAXED);
+}
 
 /* Registers the process for membarrier (the heap's init, and a fork child,
  * which is not sure to inherit its parent's registration). */
