@@ -1,7 +1,9 @@
 /*
  * arch.h - the architecture layer: a saved execution context and the switch
- * between two of them.  Only x86-64 exists (src/arch/x86_64/switch.S); the
- * build stops with a clear message elsewhere.
+ * between two of them; and the few instructions that walks of frame-pointer
+ * chains decode (a function's entry, a call, a PLT stub, a jump thunk).
+ * Only x86-64 exists (src/arch/x86_64/switch.S); the build stops with a
+ * clear message elsewhere.
  *
  * A context is just a saved stack pointer: mote__arch_switch pushes the callee-
  * saved registers, MXCSR and the x87 control word on the old stack, stores
@@ -47,6 +49,52 @@ static inline int arch_frameless_ret_off(const uint8_t *ip)
     if (ip[0] == 0x48 && ip[1] == 0x89 && ip[2] == 0xe5)
         return 8; /* mov %rsp,%rbp, after the push */
     return -1;
+}
+
+/* The target of the direct call (E8 rel32) whose 5 bytes end at return
+ * address ret, or 0 when they are no such call (an indirect call: its
+ * target is not in the code).  The 5 bytes must be readable. */
+static inline uintptr_t arch_call_target(uintptr_t ret)
+{
+    const uint8_t *c = (const uint8_t *)ret - 5;
+    if (c[0] != 0xe8)
+        return 0;
+    int32_t rel;
+    __builtin_memcpy(&rel, c + 1, sizeof rel);
+    return ret + (uintptr_t)(intptr_t)rel;
+}
+
+/* If the code at fn is a PLT stub, the address of the slot it jumps
+ * through (jmp *slot(%rip), after an optional endbr64 and bnd prefix: the
+ * .plt, .plt.sec and .plt.got forms); else 0.  12 bytes at fn must be
+ * readable. */
+static inline uintptr_t arch_plt_slot(uintptr_t fn)
+{
+    const uint8_t *p = (const uint8_t *)fn;
+    if (p[0] == 0xf3 && p[1] == 0x0f && p[2] == 0x1e && p[3] == 0xfa)
+        p += 4; /* endbr64 */
+    if (p[0] == 0xf2)
+        p++; /* bnd */
+    if (p[0] != 0xff || p[1] != 0x25)
+        return 0;
+    int32_t rel;
+    __builtin_memcpy(&rel, p + 2, sizeof rel);
+    return (uintptr_t)(p + 6) + (uintptr_t)(intptr_t)rel;
+}
+
+/* If the code at fn is a thunk that only jumps on (jmp rel32 after an
+ * optional endbr64: operator new[] is operator new so), where it jumps;
+ * else 0.  9 bytes at fn must be readable. */
+static inline uintptr_t arch_thunk_target(uintptr_t fn)
+{
+    const uint8_t *p = (const uint8_t *)fn;
+    if (p[0] == 0xf3 && p[1] == 0x0f && p[2] == 0x1e && p[3] == 0xfa)
+        p += 4;
+    if (p[0] != 0xe9)
+        return 0;
+    int32_t rel;
+    __builtin_memcpy(&rel, p + 1, sizeof rel);
+    return (uintptr_t)(p + 5) + (uintptr_t)(intptr_t)rel;
 }
 
 /* Saves the running context into from and resumes to. */

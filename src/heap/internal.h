@@ -296,6 +296,8 @@ typedef struct heap_rbuf {
 #define HEAP_STASH_BYTES (32UL << 10)
 #define HEAP_STASH_NCLS  (HEAP_NCLS - HEAP_BITMAP_CLS)
 
+#define HEAP_PROF_MEMO 64 /* heap_tcache.prof_memo: a power of two */
+
 /* A thread's freed large blocks of up to HEAP_RUNCACHE_SLICES slices,
  * kept for its next malloc of as many slices (runcache.c): a block of
  * 32-256 KiB freed and allocated again takes no arena lock (8 threads on 2
@@ -348,7 +350,10 @@ typedef struct heap_tcache {
     uint64_t prof_rng;  /* xorshift state for the sampling intervals */
     uintptr_t stack_hi; /* top of this thread's stack (0: not known yet) */
     uintptr_t stack_lo_;
-    int prof_busy;                      /* inside the profiler: no sampling */
+    int prof_busy; /* inside the profiler: no sampling */
+    /* what prof_backtrace found at a pair of return addresses: where the
+     * frame a frameless function hid was (profile.c) */
+    uintptr_t prof_memo[HEAP_PROF_MEMO][3];
     heap_page foreign[HEAP_BITMAP_CLS]; /* see HEAP_PAGE_FOREIGN (owner-only) */
     heap_page recent[HEAP_BITMAP_CLS];  /* see HEAP_PAGE_RECENT (owner-only) */
     heap_page stash[HEAP_STASH_NCLS];   /* see HEAP_PAGE_STASH (owner-only) */

@@ -284,4 +284,32 @@ bool mote__os_fd_own(int fd); /* false: no room (fd not recorded) */
  * open/read/mmap, so it also works in the overflow handler. */
 bool mote__os_symbol_name(const void *addr, char *buf, size_t len);
 
+/* The functions of one ELF file, sorted, for naming many of its addresses
+ * (the heap profile's).  Held in mappings of their own: no heap.  NULL
+ * when the file cannot be read, is no 64-bit little-endian ELF, or has no
+ * function symbols. */
+typedef struct mote__os_symtab mote__os_symtab;
+mote__os_symtab *mote__os_symtab_open(const char *path);
+void mote__os_symtab_close(mote__os_symtab *t);
+/* The function holding the byte at offset file_off of the file (as a
+ * /proc/self/maps line places addresses: its offset plus the distance
+ * from its start): an index for the two below, or -1 when none does. */
+int64_t mote__os_symtab_find(const mote__os_symtab *t, uint64_t file_off);
+/* Its name, as the file has it (mangled, NUL-terminated; valid until the
+ * close). */
+const char *mote__os_symtab_name(const mote__os_symtab *t, int64_t fn);
+/* A number the caller keeps with the function (0 at open). */
+uint32_t *mote__os_symtab_id(mote__os_symtab *t, int64_t fn);
+
+/* The loadable segment of a loaded object (program or library) that holds
+ * a: its bounds [*lo, *hi) and whether it is executable.  false when no
+ * object holds a, or where the C library cannot say (before glibc 2.35).
+ * Lock-free, no allocation, safe in a signal handler: for checking that
+ * an address is code before reading it, from inside malloc. */
+bool mote__os_segment_of(uintptr_t a, uintptr_t *lo, uintptr_t *hi, bool *exec);
+/* The first address of the function holding code address pc, from its
+ * object's unwind table (.eh_frame_hdr), or 0 when that does not say.
+ * Lock-free and without allocation, as above. */
+uintptr_t mote__os_function_start(uintptr_t pc);
+
 #endif /* MOTE_OS_H */
