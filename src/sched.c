@@ -706,6 +706,15 @@ static void sched_say_no_memory(const char *what)
         fprintf(stderr, "mote: no memory for %s\n", what);
 }
 
+/* For the heap profiler (heap.h): the top of the running task's stack
+ * when sp is on it, so a sample taken in a task has its whole stack, not
+ * only the allocating frame.  Initial-exec TLS and two loads. */
+static uintptr_t sched_task_stack_top(uintptr_t sp)
+{
+    const task *t = mote__current_task;
+    return t && stack_holds_sp(&t->stack, sp) ? stack_top(&t->stack) : 0;
+}
+
 int mote_run(mote_fn main_fn, void *arg)
 {
     if (!main_fn)
@@ -719,6 +728,7 @@ int mote_run(mote_fn main_fn, void *arg)
         return r;
     }
     mote__overflow_install();
+    mote__heap_set_task_stacks(sched_task_stack_top);
     mote__stack_configure(rt.cfg.guard_mprotect);
     mote__freeze_start(rt.cfg.freeze_ns, rt.cfg.freeze_explicit, rt.cfg.trim == TRIM_OFF,
                        rt.cfg.guard_mprotect, sched_orphaned);

@@ -14,6 +14,10 @@
  * profile asks pprof to drop strdup and operator new from the leaf end.
  * At a rate of 4K the sampling's own error is 2% at most (one site in 30
  * runs strayed past 10% at 16K, where it is 4%).
+ *
+ * And a sample taken in a mote task has the task's whole stack, not only
+ * the allocating frame (the heap walks only stacks it knows; the runtime
+ * names its tasks' to it).
  */
 #include <errno.h>
 #include <limits.h>
@@ -26,6 +30,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "mote.h"
 
 static char dir[128];
 
@@ -377,6 +382,71 @@ TEST(a_program_without_debug_information_gets_its_functions_named)
         /* and the chain goes on above the site */
         CHECK(stack_names_main(&P, truth[i].fn));
     }
+    free(raw);
+    free(gz);
+    free(P.smp);
+}
+
+/* ---- in a task ---- */
+
+static void *volatile task_kept[20000];
+static int ntask_kept;
+
+__attribute__((noinline)) void task_site(void)
+{
+    for (int i = 0; i < 20000; i++) /* 20,000,000 B in use */
+        task_kept[ntask_kept++] = mote_malloc(1000);
+}
+
+__attribute__((noinline)) void task_caller(void)
+{
+    task_site();
+    __asm__ volatile(""); /* (no tail call: its frame stays) */
+}
+
+static void task_main(void *arg)
+{
+    (void)arg;
+    task_caller();
+    __asm__ volatile("");
+}
+
+TEST(child_task_sites)
+{
+    if (getenv("MOTE_TEST_CHILD"))
+        CHECK_EQ(mote_run(task_main, NULL), 0);
+}
+
+TEST(a_sample_in_a_task_has_the_task_s_whole_stack)
+{
+    char self[PATH_MAX], out[256], cmd[2 * PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+    CHECK(k > 0);
+    self[k] = 0;
+    snprintf(dir, sizeof dir, "/tmp/mote-profnames-%d", (int)getpid());
+    CHECK(mkdir(dir, 0700) == 0 || errno == EEXIST);
+    atexit(cleanup);
+    snprintf(out, sizeof out, "%s/task.heap", dir);
+    snprintf(cmd, sizeof cmd,
+             "MOTE_TEST_CHILD=1 MOTE_HEAPPROFILE='%s' MOTE_HEAPPROFILE_RATE=4K '%s' "
+             "child_task_sites",
+             out, self);
+    CHECK(system(cmd) == 0);
+    size_t gz_len, n;
+    uint8_t *gz = read_file(out, &gz_len);
+    uint8_t *raw = gunzip_stored(gz, gz_len, &n);
+    static profile P;
+    parse(&P, raw, n);
+    double whole = 0, site = bytes_at(&P, "task_site", NULL);
+    for (uint32_t i = 0; i < P.nsmp; i++) {
+        const struct sample *s = &P.smp[i];
+        if (s->depth >= 3 && name_is(&P, s->loc[0], "task_site") &&
+            name_is(&P, s->loc[1], "task_caller") && name_is(&P, s->loc[2], "task_main"))
+            whole += (double)s->inuse_bytes;
+    }
+    fprintf(stderr, "task_site in use %.0f, with its callers %.0f (true 20000000)\n",
+            site, whole);
+    CHECK(whole >= 20e6 * 0.9 && whole <= 20e6 * 1.1);
     free(raw);
     free(gz);
     free(P.smp);

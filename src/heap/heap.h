@@ -34,6 +34,13 @@ int mote__heap_set_limit(uint64_t bytes);
  * whenever the process's RSS is read again. */
 void mote__heap_limit_share(uint64_t limit, uint64_t others);
 
+/* The heap profiler walks a sample's stack only inside the stack it
+ * knows holds the sampling thread's sp: its thread's.  The runtime names
+ * the other kind here, once: top_of(sp) is the top of the task stack
+ * that holds sp, or 0 (called on the sampling path: it must not allocate
+ * or lock). */
+void mote__heap_set_task_stacks(uintptr_t (*top_of)(uintptr_t sp));
+
 /* Gives every free page of the heap back to the OS now. */
 void mote__heap_release_all(void);
 /* What this thread's cache holds free goes back (its part of

@@ -22,7 +22,7 @@
  * address (the allocating code, always right), then the program's
  * frame-pointer chain above it, walked only within this thread's stack (so
  * code without frame pointers ends the stack early, never reads wild
- * memory; on a mote task's stack only the first frame is recorded), with
+ * memory), or the running mote task's (the runtime names them), with
  * the caller a frameless wrapper (operator new, strdup) hid put back: see
  * prof_hidden_frame.  Buckets: an open-addressed table of up to 32768 stacks in
  * its own mapping, claimed with one CAS and read without locks; counters
@@ -139,8 +139,17 @@ void mote__prof_cache_init(heap_tcache *h)
     h->sample_left = prof_interval(h);
 }
 
-/* The top of this thread's stack, or 0 when the stack pointer is not in
- * it (a mote task's stack, a signal stack). */
+/* The runtime's (heap.h): the top of the task stack holding sp, or 0. */
+static uintptr_t (*prof_task_top)(uintptr_t sp);
+
+void mote__heap_set_task_stacks(uintptr_t (*top_of)(uintptr_t sp))
+{
+    STORE(&prof_task_top, top_of, RELEASE);
+}
+
+/* The top of the stack holding sp, where its frames may be walked: this
+ * thread's, or the running mote task's; 0 for any other (a signal
+ * stack, a coroutine library's). */
 static uintptr_t prof_stack_hi(heap_tcache *h, uintptr_t sp)
 {
     if (!h->stack_hi) {
@@ -155,7 +164,10 @@ static uintptr_t prof_stack_hi(heap_tcache *h, uintptr_t sp)
         }
         h->stack_lo_ = (uintptr_t)lo;
     }
-    return sp >= h->stack_lo_ && sp < h->stack_hi ? h->stack_hi : 0;
+    if (sp >= h->stack_lo_ && sp < h->stack_hi)
+        return h->stack_hi;
+    uintptr_t (*top_of)(uintptr_t) = LOAD(&prof_task_top, ACQUIRE);
+    return top_of ? top_of(sp) : 0;
 }
 
 /* Whether [lo, hi) is code of a loaded object, safe to read. */
