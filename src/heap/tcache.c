@@ -938,6 +938,7 @@ void mote__tcache_idle(void)
     heap_tcache *h = mote__heap_tls;
     if (h == &mote__heap_tcache_empty)
         return;
+    stash_return_all(h); /* (a sleeper's stash would wait for its next wake-up) */
     foreign_send_all(h);
     if (h->rbuf_n)
         rbuf_send_all(h);
