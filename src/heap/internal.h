@@ -310,7 +310,7 @@ typedef struct heap_rbuf {
  * HEAP_RUNCACHE_SLOTS blocks and HEAP_RUNCACHE_MAX slices; and one bigger
  * block (a large one, or a huge one of up to HEAP_RUNCACHE_BIG_MAX usable
  * bytes), for its next malloc of about as many bytes.  The scavenger takes
- * them all back once the newest is as old as the decay period. */
+ * them all back once none came in for the decay period (runcache.c). */
 #define HEAP_RUNCACHE_SLICES  4
 #define HEAP_RUNCACHE_SLOTS   16
 #define HEAP_RUNCACHE_MAX     16 /* slices: 1 MiB */
@@ -319,7 +319,9 @@ typedef struct heap_runcache {
     uint32_t colour;    /* blocks taken: the next one's cache colour (lock) */
     uint32_t n;         /* blocks in pg[], oldest first (lock) */
     uint32_t slices;    /* slices they hold (atomic: stats and scavenger read it) */
-    uint32_t put_ms;    /* when the newest came in (atomic, as slices) */
+    uint32_t puts;      /* blocks put in, ever (atomic; written by the owner) */
+    uint32_t seen_puts; /* the scavenger's: puts at its last look at a change */
+    uint32_t seen_ms;   /* ... and when that look was (scav_lock) */
     uint8_t big_kind;   /* the big block's kind, HEAP_PAGE_LARGE or _HUGE (as slices) */
     heap_page *big;     /* the big block (lock), or NULL */
     uint64_t big_bytes; /* its usable bytes, or 0 (atomic, as slices) */

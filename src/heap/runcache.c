@@ -16,14 +16,21 @@
  *     one keeps its place in the segment map;
  *   - pg[0..n) is oldest first; slices is the sum of their slices, at most
  *     HEAP_RUNCACHE_MAX; big_bytes is the bigger block's usable bytes (0:
- *     none) and big_kind its kind; put_ms is when the newest of all came
- *     in;
+ *     none) and big_kind its kind; puts counts every block put in;
  *   - large_grew and huge_grew are written by the owner only, after a take,
  *     outside the lock (the scavenger never writes them).
+ * Age: a put reads no clock.  The scavenger, which looks at every cache
+ * holding blocks at least 4 times a decay period, notes the time it first
+ * saw the current count of puts (seen_ms): a cache whose count stayed for
+ * the decay period is due, between 1 and 1.25 decay periods after its last
+ * put.  (A put read the clock until 2026-12-05: three calls deep, its
+ * stores filled the store buffer behind a program's writes that missed the
+ * cache, and a 32-64 KiB malloc/free loop that writes its blocks' ends ran
+ * 25% slower for it.)
+ *
  * Locking: the cache's asym lock (asym.h), never waited for: the owner takes it
  * for each take or put with no locked instruction; the scavenger takes it
- * to empty a cache whose newest block is as old as the decay period, and
- * pays for both with a membarrier.  Whoever finds it taken does without
+ * to empty a cache that is due, and pays for both with a membarrier.  Whoever finds it taken does without
  * the cache (the owner goes to the arena; the scavenger looks again
  * later).  Emptying other threads' caches (the scavenger, any thread's
  * mote_mem_release) holds scav_lock while it takes blocks out, as the
@@ -74,7 +81,8 @@ heap_page *mote__runcache_take(heap_tcache *h, uint32_t slices, size_t size)
             continue;
         pg = rc->pg[i];
         rc->n--;
-        memmove(&rc->pg[i], &rc->pg[i + 1], (rc->n - i) * sizeof rc->pg[0]);
+        if (i != rc->n) /* (mostly the newest: no call) */
+            memmove(&rc->pg[i], &rc->pg[i + 1], (rc->n - i) * sizeof rc->pg[0]);
         STORE(&rc->slices, LOAD(&rc->slices, RELAXED) - slices, RELAXED);
         seq = rc->colour++;
         break;
@@ -117,11 +125,10 @@ bool mote__runcache_put(heap_tcache *h, heap_page *pg)
     page_used_set(pg, 0);
     rc->pg[rc->n++] = pg;
     STORE(&rc->slices, held + pg->slices, RELAXED);
-    uint32_t now = mote__os_coarse_ms();
-    STORE(&rc->put_ms, now, RELAXED);
+    STORE(&rc->puts, LOAD(&rc->puts, RELAXED) + 1, RELAXED);
     runcache_unlock(h);
     if (nout)
-        mote__arena_large_free_kept(out, nout, now);
+        mote__arena_large_free_kept(out, nout, mote__os_coarse_ms());
     runcache_kept(was_empty);
     return true;
 }
@@ -156,7 +163,7 @@ heap_page *mote__runcache_take_big(heap_tcache *h, size_t size, size_t align)
     heap_page *pg = rc->big; /* (the scavenger may have taken it since the look) */
     rc->big = NULL;
     STORE(&rc->big_bytes, 0, RELAXED);
-    uint32_t seq = rc->colour++, since = LOAD(&rc->put_ms, RELAXED);
+    uint32_t seq = rc->colour++;
     runcache_unlock(h);
     if (!pg)
         return NULL;
@@ -165,7 +172,7 @@ heap_page *mote__runcache_take_big(heap_tcache *h, size_t size, size_t align)
     if (align > 64 || huge != (size > HEAP_LARGE_MAX) || !big_fits(big_room(pg), size)) {
         /* No worse than had we never kept it: the arena may cut it to
          * this request or grow it into it. */
-        big_give_back(pg, since);
+        big_give_back(pg, mote__os_coarse_ms());
         return NULL;
     }
     page_used_set(pg, 1);
@@ -194,7 +201,7 @@ bool mote__runcache_put_big(heap_tcache *h, heap_page *pg)
     rc->big = pg;
     STORE(&rc->big_kind, pg->kind, RELAXED);
     STORE(&rc->big_bytes, pg->usable, RELAXED);
-    STORE(&rc->put_ms, mote__os_coarse_ms(), RELAXED);
+    STORE(&rc->puts, LOAD(&rc->puts, RELAXED) + 1, RELAXED);
     runcache_unlock(h);
     runcache_kept(was_empty);
     return true;
@@ -229,9 +236,9 @@ void mote__runcache_flush(heap_tcache *h)
     heap_page *out[HEAP_RUNCACHE_SLOTS], *big;
     if (!runcache_holds(rc) || !runcache_lock(h))
         return; /* (the scavenger has it: it is emptying it) */
-    uint32_t since = LOAD(&rc->put_ms, RELAXED), n = runcache_empty(rc, out, &big);
+    uint32_t n = runcache_empty(rc, out, &big);
     runcache_unlock(h);
-    runcache_give_back(out, n, big, since);
+    runcache_give_back(out, n, big, mote__os_coarse_ms());
 }
 
 /* Caches due, locked at once with one heavy fence. */
@@ -265,13 +272,23 @@ long mote__runcache_scavenge(uint32_t decay_ms)
             heap_runcache *rc = &h->runs;
             if (!runcache_holds(rc))
                 continue;
-            uint32_t age = now - LOAD(&rc->put_ms, RELAXED);
-            if (age >= decay_ms) {
+            uint32_t puts = LOAD(&rc->puts, RELAXED);
+            long quarter = decay_ms >= 4 ? (long)(decay_ms / 4) : 1, wait;
+            if (puts != rc->seen_puts && decay_ms) { /* put to since the last look */
+                rc->seen_puts = puts;
+                rc->seen_ms = now;
+                wait = quarter; /* (see the top) */
+            } else if (!decay_ms || now - rc->seen_ms >= decay_ms) {
                 heap_asym_close(&h->asym);
                 due[nd++] = h;
-            } else if (next < 0 || (long)(decay_ms - age) < next) {
-                next = (long)(decay_ms - age);
+                continue;
+            } else {
+                wait = (long)(decay_ms - (now - rc->seen_ms));
+                if (wait > quarter)
+                    wait = quarter;
             }
+            if (next < 0 || wait < next)
+                next = wait;
         }
         if (nd)
             mote__heap_asym_heavy_fence();
@@ -282,9 +299,10 @@ long mote__runcache_scavenge(uint32_t decay_ms)
             o->big = NULL;
             o->since = 0;
             if (heap_asym_won(&due[i]->asym)) {
-                /* its owner may have put a block in since the look above */
-                o->since = LOAD(&rc->put_ms, RELAXED);
-                if (now - o->since >= decay_ms)
+                /* its owner may have put a block in since the look above;
+                 * the blocks are free since it saw the count last change */
+                o->since = decay_ms ? rc->seen_ms : now;
+                if (!decay_ms || LOAD(&rc->puts, RELAXED) == rc->seen_puts)
                     o->n = runcache_empty(rc, o->pg, &o->big);
             }
             heap_asym_open(&due[i]->asym);
