@@ -283,6 +283,19 @@ HEAP_INLINE void *heap_malloc_inline(size_t n, bool tail)
 {
     if (HEAP_LIKELY(n <= HEAP_SMALL_MAX))
         return heap_alloc_cls(sizeclass_of(n), n, tail);
+    /* A block the thread's run cache may hold, taken straight from it
+     * (heap_alloc_big's general setup was a fifth of such a pair), unless
+     * the profiler's countdown runs out here: then the slow path samples. */
+    heap_tcache *h = mote__heap_tls;
+    if (n <= (size_t)HEAP_RUNCACHE_SLICES << HEAP_SLICE_SHIFT &&
+        LOAD(&h->runs.slices, RELAXED) && h->sample_left > (int64_t)n) {
+        heap_page *pg = mote__runcache_take(
+            h, (uint32_t)((n + HEAP_SLICE_SIZE - 1) >> HEAP_SLICE_SHIFT), n);
+        if (pg) {
+            h->sample_left -= (int64_t)n;
+            return pg->first;
+        }
+    }
     if (tail && HEAP_TAIL_OK)
         return heap_alloc_big(n, 0, NULL, true);
     return HEAP_CALL(heap_alloc_big(n, 0, NULL, false));
@@ -319,6 +332,17 @@ static heap_page *heap_page_of(const void *p, const char *what)
     return pg;
 }
 
+/* A large block's free, its pointer checked: kept in this thread's run
+ * cache, or back to the arena.  The block itself is not touched. */
+static HEAP_NOINLINE void heap_free_large(heap_page *pg)
+{
+    bool kept = pg->slices <= HEAP_RUNCACHE_SLICES
+                    ? mote__runcache_put(mote__heap_tls, pg)
+                    : mote__runcache_put_big(mote__heap_tls, pg);
+    if (!kept)
+        mote__arena_large_free(pg);
+}
+
 static HEAP_NOINLINE void heap_free_slow(void *p)
 {
     if (!p)
@@ -337,11 +361,7 @@ static HEAP_NOINLINE void heap_free_slow(void *p)
         return;
     }
     if (pg->kind == HEAP_PAGE_LARGE) {
-        bool kept = pg->slices <= HEAP_RUNCACHE_SLICES
-                        ? mote__runcache_put(mote__heap_tls, pg)
-                        : mote__runcache_put_big(mote__heap_tls, pg);
-        if (!kept)
-            mote__arena_large_free(pg);
+        heap_free_large(pg);
         return;
     }
     if (pg->kind == HEAP_PAGE_BITMAP) {
@@ -437,6 +457,13 @@ HEAP_INLINE void heap_free_inline(void *p)
                           !page_carved(pg, off)))
             mote__heap_invalid_free(p, "free");
         mote__tcache_free_bitmap(pg, p);
+        return;
+    } else if (pg->kind == HEAP_PAGE_LARGE && !pg->prof) {
+        /* heap_page_of's check, on the lookup made above; and no
+         * prefetch of a block its free never touches */
+        if (HEAP_UNLIKELY(pg->first != p || page_used(pg) != 1))
+            mote__heap_invalid_free(p, "free");
+        heap_free_large(pg);
         return;
     }
     heap_free_slow(p);
