@@ -279,16 +279,17 @@ static HEAP_NOINLINE void *heap_alloc_big(size_t n, size_t align, bool *zero, bo
     return p;
 }
 
-HEAP_INLINE void *heap_malloc_inline(size_t n, bool tail)
+/* A block the thread's run cache may hold (32-256 KiB, no alignment),
+ * taken straight from it (heap_alloc_big's general setup was a fifth of
+ * such a malloc/free pair), unless the profiler's countdown runs out on it:
+ * then the general path samples it.  Only tail-called by an entry point,
+ * so its frame record is the entry point's for the profiler; out of line,
+ * so the small blocks' fast path keeps no register for it (inlined, it
+ * cost mallocbench a push and 2-5%). */
+static HEAP_NOINLINE void *heap_alloc_kept(size_t n)
 {
-    if (HEAP_LIKELY(n <= HEAP_SMALL_MAX))
-        return heap_alloc_cls(sizeclass_of(n), n, tail);
-    /* A block the thread's run cache may hold, taken straight from it
-     * (heap_alloc_big's general setup was a fifth of such a pair), unless
-     * the profiler's countdown runs out here: then the slow path samples. */
     heap_tcache *h = mote__heap_tls;
-    if (n <= (size_t)HEAP_RUNCACHE_SLICES << HEAP_SLICE_SHIFT &&
-        LOAD(&h->runs.slices, RELAXED) && h->sample_left > (int64_t)n) {
+    if (LOAD(&h->runs.slices, RELAXED) && h->sample_left > (int64_t)n) {
         heap_page *pg = mote__runcache_take(
             h, (uint32_t)((n + HEAP_SLICE_SIZE - 1) >> HEAP_SLICE_SHIFT), n);
         if (pg) {
@@ -296,8 +297,17 @@ HEAP_INLINE void *heap_malloc_inline(size_t n, bool tail)
             return pg->first;
         }
     }
+    return HEAP_CALL(heap_alloc_big(n, 0, NULL, false));
+}
+
+HEAP_INLINE void *heap_malloc_inline(size_t n, bool tail)
+{
+    if (HEAP_LIKELY(n <= HEAP_SMALL_MAX))
+        return heap_alloc_cls(sizeclass_of(n), n, tail);
     if (tail && HEAP_TAIL_OK)
-        return heap_alloc_big(n, 0, NULL, true);
+        return n <= (size_t)HEAP_RUNCACHE_SLICES << HEAP_SLICE_SHIFT
+                   ? heap_alloc_kept(n)
+                   : heap_alloc_big(n, 0, NULL, true);
     return HEAP_CALL(heap_alloc_big(n, 0, NULL, false));
 }
 
