@@ -28,11 +28,11 @@
  * cache, and a 32-64 KiB malloc/free loop that writes its blocks' ends ran
  * 25% slower for it.)
  *
- * Locking: the cache's asym lock (asym.h), never waited for: the owner takes it
- * for each take or put with no locked instruction; the scavenger takes it
- * to empty a cache that is due, and pays for both with a membarrier.  Whoever finds it taken does without
- * the cache (the owner goes to the arena; the scavenger looks again
- * later).  Emptying other threads' caches (the scavenger, any thread's
+ * Locking: the cache's asym lock (asym.h), never waited for: the owner
+ * takes it for each take or put with no locked instruction; the scavenger
+ * takes it to empty a cache that is due, and pays for both with a
+ * membarrier.  Whoever finds it taken does without the cache (the owner
+ * goes to the arena; the scavenger looks again later).  Emptying other threads' caches (the scavenger, any thread's
  * mote_mem_release) holds scav_lock while it takes blocks out, as the
  * asymmetric lock keeps the owner out but not another emptier; the blocks
  * go to the arena after it is left.  The arena lock is taken only after a
