@@ -27,6 +27,9 @@
 #                rounds of 32 threads with blocks up to 20 MiB
 #   bigset       random replacement in a live set bigger than the caches:
 #                100,000 blocks of 16 B..1 KiB per thread, 1 and 2 threads
+#   mixsizes     1024 slots per thread replaced at random with blocks of
+#                log-uniform sizes (after glibc's bench-malloc-thread): the
+#                whole 8 B..64 KiB mix, 8-32 KiB and 32-64 KiB alone
 #   largerand    20 blocks of 5..25 MiB replaced at random, each zero-filled
 #                (after mimalloc-bench's malloc-large)
 #   colour       the first line of 64 blocks of 64 KiB, 100 KiB, 1 MiB and
@@ -49,7 +52,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 MODE=${BENCH_MODE:-quick}
 REPS=${BENCH_REPS:-3}
 JSON= CSV=
-ONLY=mallocbench,xthread,freeidle,large,survivors,larson,threadreq,prodcons,xtstab,churn,bigset,largerand,colour,profile
+ONLY=mallocbench,xthread,freeidle,large,survivors,larson,threadreq,prodcons,xtstab,churn,bigset,mixsizes,largerand,colour,profile
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) MODE=quick ;;
@@ -79,7 +82,7 @@ else
     cmake --build "$B" -j2 --target mote-malloc >/dev/null ||
         { echo "malloc/run.sh: building libmote-malloc.so failed" >&2; exit 1; }
     mkdir -p "$B/bench/malloc"
-    for p in mallocbench xthread freeidle largeloop survivors larson threadreq prodcons churn bigset largerand colour; do
+    for p in mallocbench xthread freeidle largeloop survivors larson threadreq prodcons churn bigset mixsizes largerand colour; do
         cc -O2 -pthread -o "$B/bench/malloc/$p" "$ROOT/bench/malloc/$p.c" ||
             { echo "malloc/run.sh: building $p failed" >&2; exit 1; }
     done
@@ -111,11 +114,11 @@ done
 if [ "$MODE" = full ]; then
     MB_OPS=40000000 XT_BLOCKS=8000000 FI_MB=2048 FI_IDLE=3000
     LL_SECS=2 LL_BYTES=$((16 << 30)) LA_THREADS="2 8" LA_OPS=200000 TR_REQS=5000
-    PC_MSGS=6000000 XS_BLOCKS=24000000 BS_OPS=10000000 LR_STEPS=400 PF_OPS=40000000
+    PC_MSGS=6000000 XS_BLOCKS=24000000 BS_OPS=10000000 LR_STEPS=400 PF_OPS=40000000 MS_OPS=10000000
 else
     MB_OPS=12000000 XT_BLOCKS=3000000 FI_MB=512 FI_IDLE=1500
     LL_SECS=1 LL_BYTES=$((8 << 30)) LA_THREADS="2" LA_OPS=100000 TR_REQS=3000
-    PC_MSGS=3000000 XS_BLOCKS=8000000 BS_OPS=3000000 LR_STEPS=100 PF_OPS=30000000
+    PC_MSGS=3000000 XS_BLOCKS=8000000 BS_OPS=3000000 LR_STEPS=100 PF_OPS=30000000 MS_OPS=3000000
 fi
 # xtstab's runs last ~0.25 s under mote (8x the 3M blocks of the report at
 # 6b2b096, whose 0.03 s runs moved 30% with any 10 ms stall of this VM):
@@ -201,6 +204,12 @@ for ((rep = 1; rep <= REPS; rep++)); do
     fi
     if want bigset; then
         for th in 1 2; do each "$BIN/bigset" $th $BS_OPS 100000 1024; done
+    fi
+    if want mixsizes; then
+        each "$BIN/mixsizes" 1 $MS_OPS 3 15
+        each "$BIN/mixsizes" 2 $MS_OPS 3 15
+        each "$BIN/mixsizes" 1 $MS_OPS 13 14
+        each "$BIN/mixsizes" 1 $MS_OPS 15 15
     fi
     if want largerand; then
         each "$BIN/largerand" $LR_STEPS 20 5 25
@@ -369,6 +378,9 @@ table("churn: rounds of short-lived threads, mixed and big blocks (secs, peak RS
        ("faults", med("faults"), lambda v: "%.0f" % v, True)])
 table("bigset: random replacement in 100,000 live blocks per thread (ns/op, peak RSS)", "bigset",
       by("bigset", lambda d: "%s threads" % d.get("threads")),
+      [("ns/op", med("ns_per_op"), lambda v: "%.1f" % v, True), ("peak", med("peak_rss"), mib, True)])
+table("mixsizes: 1024 slots per thread replaced at random, log-uniform sizes (ns/op, peak RSS)",
+      "mixsizes", by("mixsizes", lambda d: "%s threads, %s B" % (d.get("threads"), d.get("sizes"))),
       [("ns/op", med("ns_per_op"), lambda v: "%.1f" % v, True), ("peak", med("peak_rss"), mib, True)])
 table("largerand: 20 blocks of 5-25 MiB replaced at random, zero-filled (ms/step, faults, peak RSS)",
       "largerand", by("largerand", lambda d: "%s slots" % d.get("slots")),

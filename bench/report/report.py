@@ -170,7 +170,8 @@ ALLOC_COLORS = {"mote": "#1f77b4", "glibc": "#7f7f7f", "tcmalloc": "#ff7f0e", "j
                 "mimalloc": "#9467bd", "go": "#d62728"}
 # bench/malloc/run.sh's round-two programs: their own section, not the
 # generic throughput and free-then-idle tables.
-ROUND2_BENCHES = {"large", "survivors", "larson", "threadreq", "prodcons", "prodcons-fill", "churn", "bigset", "largerand",
+ROUND2_BENCHES = {"large", "survivors", "larson", "threadreq", "prodcons", "prodcons-fill", "churn", "bigset", "mixsizes",
+                  "largerand",
                   "colour", "xtstab", "profile-on", "profile-off", "profile-file"}
 PALETTE = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
            "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"]
@@ -983,7 +984,7 @@ class Report:
         if not any(self.bench_name(d) in ROUND2_BENCHES for d in self.malloc):
             return
         md.append("## 3b. Allocators, round two\n")
-        md.append("Workloads mote was not tuned for (bench/malloc/{largeloop,survivors,larson,threadreq,prodcons,churn,bigset,largerand,colour}.c, "
+        md.append("Workloads mote was not tuned for (bench/malloc/{largeloop,survivors,larson,threadreq,prodcons,churn,bigset,mixsizes,largerand,colour}.c, "
                   "xthread run five times in a row), every allocator through LD_PRELOAD in the same run. Cells: "
                   "median <sub>(min–max)</sub> over repetitions; ratios are mote ÷ the best peer for that column "
                   "(below 1 is better). Plan: docs/heap-round2-plan.md.\n")
@@ -1082,6 +1083,13 @@ class Report:
                          "cold block costs. Cells: ns per free+malloc, peak RSS.", "bigset",
                          lambda d: "%s threads" % d.get("threads", "?"), lambda d: num(d, "ns_per_op"),
                          lambda v: "%.0f ns" % v, "", target=False)
+        self.churn_table("mixsizes", "Blocks of every size replaced at random", "each thread keeps 1024 slots "
+                         "and replaces the block of a random one with a new block of a log-uniform size, writing "
+                         "its ends, after glibc's benchtests/bench-malloc-thread: the whole 8 B–64 KiB mix, and "
+                         "8–32 KiB and 32–64 KiB alone (bench/malloc/mixsizes.c). No target. Cells: ns per "
+                         "free+malloc, peak RSS.", "mixsizes",
+                         lambda d: "%s threads, %s B" % (d.get("threads", "?"), d.get("sizes", "?")),
+                         lambda d: num(d, "ns_per_op"), lambda v: "%.0f ns" % v, "", target=False)
         self.churn_table("largerand", "Big blocks of random sizes replaced at random", "20 slots hold blocks of "
                          "5–25 MiB; each step frees a random slot's block and puts a new one of a random size there, "
                          "zero-filled as C++'s `new char[n]()` does, after mimalloc-bench's malloc-large "
