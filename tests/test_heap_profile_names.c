@@ -180,6 +180,7 @@ typedef struct profile {
         uint64_t inuse_bytes;
     } * smp;
     uint32_t nsmp;
+    uint8_t *raw; /* the decoded profile: str[] points into it */
 } profile;
 
 static void read_ids(pb *s, uint64_t *ids, int *n, int max)
@@ -325,6 +326,41 @@ static void write_file(const char *path, const char *text)
     CHECK(fclose(f) == 0);
 }
 
+/* The profile at path, decoded (one at a time: its tables are large). */
+static profile *load_profile(const char *path)
+{
+    static profile P;
+    size_t gz_len, n;
+    uint8_t *gz = read_file(path, &gz_len);
+    uint8_t *raw = gunzip_stored(gz, gz_len, &n);
+    free(gz);
+    parse(&P, raw, n);
+    P.raw = raw;
+    return &P;
+}
+
+static void profile_free(profile *P)
+{
+    free(P->raw);
+    free(P->smp);
+}
+
+static void self_path(char *buf, size_t len)
+{
+    ssize_t k = readlink("/proc/self/exe", buf, len - 1);
+    CHECK(k > 0);
+    buf[k] = 0;
+}
+
+/* dir, made for this process, removed at its exit (not after a failed
+ * CHECK: it stays to be read). */
+static void make_work_dir(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/mote-profnames-%d", (int)getpid());
+    CHECK(mkdir(dir, 0700) == 0 || errno == EEXIST);
+    atexit(cleanup);
+}
+
 TEST(a_program_without_debug_information_gets_its_functions_named)
 {
     if (TEST_SANITIZED) {
@@ -336,15 +372,11 @@ TEST(a_program_without_debug_information_gets_its_functions_named)
         exit(77);
     }
     char self[PATH_MAX], so[PATH_MAX + 64], cmd[4 * PATH_MAX];
-    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
-    CHECK(k > 0);
-    self[k] = 0;
+    self_path(self, sizeof self);
     *strrchr(self, '/') = 0;
     snprintf(so, sizeof so, "%s/../libmote-malloc.so", self);
     CHECK(access(so, R_OK) == 0);
-    snprintf(dir, sizeof dir, "/tmp/mote-profnames-%d", (int)getpid());
-    CHECK(mkdir(dir, 0700) == 0 || errno == EEXIST);
-    atexit(cleanup);
+    make_work_dir();
     char main_c[256], wrap_c[256], prog[256], out[256];
     snprintf(main_c, sizeof main_c, "%s/main.c", dir);
     snprintf(wrap_c, sizeof wrap_c, "%s/wrap.c", dir);
@@ -364,27 +396,21 @@ TEST(a_program_without_debug_information_gets_its_functions_named)
              out, prog);
     CHECK(system(cmd) == 0);
 
-    size_t gz_len, n;
-    uint8_t *gz = read_file(out, &gz_len);
-    uint8_t *raw = gunzip_stored(gz, gz_len, &n);
-    static profile P;
-    parse(&P, raw, n);
-    CHECK(P.nsmp > 0);
-    CHECK(P.drop > 0 && P.drop < P.nstr);
+    profile *P = load_profile(out);
+    CHECK(P->nsmp > 0);
+    CHECK(P->drop > 0 && P->drop < P->nstr);
     const char *want_drop = "operator new.*|(__)?strn?dup|(__)?wcsn?dup";
-    CHECK(P.str_len[P.drop] == strlen(want_drop) &&
-          !memcmp(P.str[P.drop], want_drop, strlen(want_drop)));
+    CHECK(P->str_len[P->drop] == strlen(want_drop) &&
+          !memcmp(P->str[P->drop], want_drop, strlen(want_drop)));
     for (size_t i = 0; i < sizeof truth / sizeof *truth; i++) {
-        double got = bytes_at(&P, truth[i].fn, truth[i].leaf);
+        double got = bytes_at(P, truth[i].fn, truth[i].leaf);
         fprintf(stderr, "%-14s %-11s in use %12.0f (true %12.0f)\n", truth[i].fn,
                 truth[i].leaf ? truth[i].leaf : "", got, truth[i].inuse);
         CHECK(got >= truth[i].inuse * 0.9 && got <= truth[i].inuse * 1.1);
         /* and the chain goes on above the site */
-        CHECK(stack_names_main(&P, truth[i].fn));
+        CHECK(stack_names_main(P, truth[i].fn));
     }
-    free(raw);
-    free(gz);
-    free(P.smp);
+    profile_free(P);
 }
 
 /* ---- in a task ---- */
@@ -420,36 +446,26 @@ TEST(child_task_sites)
 TEST(a_sample_in_a_task_has_the_task_s_whole_stack)
 {
     char self[PATH_MAX], out[256], cmd[2 * PATH_MAX];
-    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
-    CHECK(k > 0);
-    self[k] = 0;
-    snprintf(dir, sizeof dir, "/tmp/mote-profnames-%d", (int)getpid());
-    CHECK(mkdir(dir, 0700) == 0 || errno == EEXIST);
-    atexit(cleanup);
+    self_path(self, sizeof self);
+    make_work_dir();
     snprintf(out, sizeof out, "%s/task.heap", dir);
     snprintf(cmd, sizeof cmd,
              "MOTE_TEST_CHILD=1 MOTE_HEAPPROFILE='%s' MOTE_HEAPPROFILE_RATE=4K '%s' "
              "child_task_sites",
              out, self);
     CHECK(system(cmd) == 0);
-    size_t gz_len, n;
-    uint8_t *gz = read_file(out, &gz_len);
-    uint8_t *raw = gunzip_stored(gz, gz_len, &n);
-    static profile P;
-    parse(&P, raw, n);
-    double whole = 0, site = bytes_at(&P, "task_site", NULL);
-    for (uint32_t i = 0; i < P.nsmp; i++) {
-        const struct sample *s = &P.smp[i];
-        if (s->depth >= 3 && name_is(&P, s->loc[0], "task_site") &&
-            name_is(&P, s->loc[1], "task_caller") && name_is(&P, s->loc[2], "task_main"))
+    profile *P = load_profile(out);
+    double whole = 0, site = bytes_at(P, "task_site", NULL);
+    for (uint32_t i = 0; i < P->nsmp; i++) {
+        const struct sample *s = &P->smp[i];
+        if (s->depth >= 3 && name_is(P, s->loc[0], "task_site") &&
+            name_is(P, s->loc[1], "task_caller") && name_is(P, s->loc[2], "task_main"))
             whole += (double)s->inuse_bytes;
     }
     fprintf(stderr, "task_site in use %.0f, with its callers %.0f (true 20000000)\n",
             site, whole);
     CHECK(whole >= 20e6 * 0.9 && whole <= 20e6 * 1.1);
-    free(raw);
-    free(gz);
-    free(P.smp);
+    profile_free(P);
 }
 
 TEST_MAIN()
