@@ -8,7 +8,8 @@
  * diagnostic).  A symtab (mote__os_symtab_*) names many addresses of one
  * mapped file (the heap profile's locations): its functions sorted by
  * address once, in a mapping of its own, so each lookup is a binary
- * search.  Neither allocates from the heap (the profile is written from
+ * search.  Both map the file through elf_map, which checks its headers.
+ * Neither allocates from the heap (the profile is written from
  * inside malloc's library, at exit too), and every offset read from the
  * file is checked against its size: a file replaced since it was mapped
  * gives wrong names, never a wild read.  No state.
@@ -37,50 +38,63 @@ static bool symbol_copy(char *buf, size_t len, const char *s, size_t max)
     return 1;
 }
 
-/* Looks off (the address minus the object's load bias) up in .symtab. */
-static bool symbol_from_file(const char *path, uintptr_t off, char *buf, size_t len)
+/* The whole file at path, mapped read-only, when it is a regular file
+ * holding a 64-bit little-endian ELF whose section and program header
+ * tables lie inside it; its size in *size.  NULL otherwise. */
+static const unsigned char *elf_map(const char *path, size_t *size)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return 0;
+        return NULL;
     struct stat st;
-    if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(Elf64_Ehdr)) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        (size_t)st.st_size < sizeof(Elf64_Ehdr)) {
         close(fd);
-        return 0;
+        return NULL;
     }
-    size_t size = (size_t)st.st_size;
-    const unsigned char *f = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    size_t n = (size_t)st.st_size;
+    const unsigned char *f = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (f == MAP_FAILED)
-        return 0;
-    bool found = 0;
+        return NULL;
     const Elf64_Ehdr *eh = (const void *)f;
     if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
-        eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_shentsize != sizeof(Elf64_Shdr) ||
-        eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > size)
-        goto out;
-    const Elf64_Shdr *sh = (const void *)(f + eh->e_shoff);
-    for (unsigned i = 0; i < eh->e_shnum && !found; i++) {
-        if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum)
+        eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_ident[EI_DATA] != ELFDATA2LSB ||
+        eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_phentsize != sizeof(Elf64_Phdr) ||
+        eh->e_shoff > n || (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > n - eh->e_shoff ||
+        eh->e_phoff > n || (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > n - eh->e_phoff) {
+        munmap((void *)f, n);
+        return NULL;
+    }
+    *size = n;
+    return f;
+}
+
+static const Elf64_Shdr *symtab_section(const unsigned char *f, size_t size,
+                                        const Elf64_Shdr **strs);
+
+/* Looks off (the address minus the object's load bias) up in its symbol
+ * table (symtab_section's). */
+static bool symbol_from_file(const char *path, uintptr_t off, char *buf, size_t len)
+{
+    size_t size;
+    const unsigned char *f = elf_map(path, &size);
+    if (!f)
+        return 0;
+    bool found = 0;
+    const Elf64_Shdr *strs = NULL, *sec = symtab_section(f, size, &strs);
+    const Elf64_Sym *sym = sec ? (const void *)(f + sec->sh_offset) : NULL;
+    size_t nsym = sec ? sec->sh_size / sizeof *sym : 0;
+    for (size_t k = 0; k < nsym; k++) {
+        if (ELF64_ST_TYPE(sym[k].st_info) != STT_FUNC || !sym[k].st_value)
             continue;
-        const Elf64_Shdr *strs = &sh[sh[i].sh_link];
-        if (sh[i].sh_offset + sh[i].sh_size > size ||
-            strs->sh_offset + strs->sh_size > size)
-            continue;
-        const Elf64_Sym *sym = (const void *)(f + sh[i].sh_offset);
-        size_t nsym = sh[i].sh_size / sizeof *sym;
-        for (size_t k = 0; k < nsym; k++) {
-            if (ELF64_ST_TYPE(sym[k].st_info) != STT_FUNC || !sym[k].st_value)
-                continue;
-            if (off >= sym[k].st_value && off < sym[k].st_value + sym[k].st_size &&
-                sym[k].st_name < strs->sh_size) {
-                const char *name = (const char *)f + strs->sh_offset + sym[k].st_name;
-                found = symbol_copy(buf, len, name, strs->sh_size - sym[k].st_name);
-                break;
-            }
+        if (off >= sym[k].st_value && off - sym[k].st_value < sym[k].st_size &&
+            sym[k].st_name < strs->sh_size) {
+            const char *name = (const char *)f + strs->sh_offset + sym[k].st_name;
+            found = symbol_copy(buf, len, name, strs->sh_size - sym[k].st_name);
+            break;
         }
     }
-out:
     munmap((void *)f, size);
     return found;
 }
@@ -198,30 +212,12 @@ static const Elf64_Shdr *symtab_section(const unsigned char *f, size_t size,
 
 mote__os_symtab *mote__os_symtab_open(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-        (size_t)st.st_size < sizeof(Elf64_Ehdr)) {
-        close(fd);
-        return NULL;
-    }
-    size_t size = (size_t)st.st_size;
-    const unsigned char *f = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (f == MAP_FAILED)
+    size_t size;
+    const unsigned char *f = elf_map(path, &size);
+    if (!f)
         return NULL;
     const Elf64_Ehdr *eh = (const void *)f;
-    const Elf64_Shdr *strs = NULL, *sec = NULL;
-    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0 &&
-        eh->e_ident[EI_CLASS] == ELFCLASS64 && eh->e_ident[EI_DATA] == ELFDATA2LSB &&
-        eh->e_shentsize == sizeof(Elf64_Shdr) && eh->e_phentsize == sizeof(Elf64_Phdr) &&
-        eh->e_shoff <= size &&
-        (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) <= size - eh->e_shoff &&
-        eh->e_phoff <= size &&
-        (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) <= size - eh->e_phoff)
-        sec = symtab_section(f, size, &strs);
+    const Elf64_Shdr *strs = NULL, *sec = symtab_section(f, size, &strs);
     size_t nsym = sec ? sec->sh_size / sizeof(Elf64_Sym) : 0;
     size_t len = sizeof(mote__os_symtab) + nsym * sizeof(symtab_fn);
     mote__os_symtab *t =
