@@ -394,6 +394,31 @@ static HEAP_NOINLINE void heap_free_slow(void *p)
     mote__tcache_free_remote(pg, b);
 }
 
+/* A block of a shadow's page (a sampled small block, see profile.c), found
+ * by the free fast path's lookup: checked as heap_page_of would, without
+ * looking it up again; heap_free_slow's own route for it, sooner. */
+static HEAP_NOINLINE void heap_free_sampled(heap_page *pg, void *p)
+{
+    uintptr_t u = (uintptr_t)p;
+    uint64_t off = u - (uintptr_t)pg->start;
+    if (((off * pg->div_magic) >> 40) * pg->bsize != off || !page_carved(pg, off))
+        mote__heap_invalid_free(p, "free");
+    mote__prof_free(pg, p);
+    if (pg->kind == HEAP_PAGE_BITMAP) {
+        mote__tcache_free_bitmap(pg, p);
+        return;
+    }
+    heap_block *b = p;
+    if (b->cookie == (u ^ mote__heap_key))
+        mote__heap_invalid_free(p, "free");
+    b->cookie = u ^ mote__heap_key;
+    heap_tcache *h = mote__heap_tls;
+    if (page_owner(pg) == h->shadow) /* (h's line: the owner's is cold) */
+        mote__tcache_free_shadow(h->shadow, pg, b);
+    else
+        mote__tcache_free_remote(pg, b);
+}
+
 /* Whether a free of one of owner's blocks keeps it in this thread's foreign
  * list (if it has room) rather than sending it home: only while the owner
  * is not taking its blocks back now, because its thread exited or has
@@ -474,6 +499,10 @@ HEAP_INLINE void heap_free_inline(void *p)
         if (HEAP_UNLIKELY(pg->first != p || page_used(pg) != 1))
             mote__heap_invalid_free(p, "free");
         heap_free_large(pg);
+        return;
+    } else if (pg->prof &&
+               (pg->kind == HEAP_PAGE_SMALL || pg->kind == HEAP_PAGE_BITMAP)) {
+        heap_free_sampled(pg, p);
         return;
     }
     heap_free_slow(p);

@@ -337,6 +337,18 @@ typedef struct heap_tcache {
     /* Bytes to allocate before the next sampled allocation (profiler,
      * stats.c): counted down by malloc, INT64_MAX when profiling is off. */
     int64_t sample_left;
+    /* The profiler's (profile.c), on this line, which every malloc writes:
+     * everything else a sample reads has gone cold since the last one. */
+    uint64_t prof_rng;  /* xorshift state for the sampling intervals */
+    uintptr_t stack_hi; /* top of this thread's stack (0: not known yet) */
+    uintptr_t stack_lo_;
+    int prof_busy;        /* inside the profiler: no sampling */
+    uint32_t prof_stripe; /* the profile counters' stripe it writes */
+    /* Sampled blocks come from the shadow cache, so their free misses the
+     * fast path; the shadow belongs to its main cache for life (shadow_of
+     * below).  (The scheduler reads this from other threads, only as a
+     * worker goes to sleep.) */
+    struct heap_tcache *shadow;
     heap_page *cur[HEAP_NCLS]; /* == a page of queue[c], or &mote__heap_page_empty */
     heap_queue queue[HEAP_NCLS];
     heap_rbuf rbuf[HEAP_RBUF_SLOTS]; /* frees into other caches' pages, unsent */
@@ -350,14 +362,7 @@ typedef struct heap_tcache {
     struct heap_tcache *pool_next;   /* pool of dead caches */
     struct heap_tcache *all_next;    /* every cache ever made (immortal) */
     uint32_t id;
-    /* profiler (stats.c): sampled blocks come from the shadow cache, so
-     * their free misses the fast path; the shadow belongs to its main cache
-     * for life (shadow_of) */
-    struct heap_tcache *shadow, *shadow_of;
-    uint64_t prof_rng;  /* xorshift state for the sampling intervals */
-    uintptr_t stack_hi; /* top of this thread's stack (0: not known yet) */
-    uintptr_t stack_lo_;
-    int prof_busy; /* inside the profiler: no sampling */
+    struct heap_tcache *shadow_of; /* the main cache of a shadow (profiler) */
     /* what prof_backtrace found at a pair of return addresses: where the
      * frame a frameless function hid was (profile.c) */
     uintptr_t prof_memo[HEAP_PROF_MEMO][3];
@@ -377,6 +382,9 @@ typedef struct heap_tcache {
                                                      take-all) */
     int dead; /* 1 while in the pool (thread exited) */
 } heap_tcache;
+
+_Static_assert(__builtin_offsetof(heap_tcache, shadow) + 8 <= 64,
+               "the profiler's fields share malloc's line");
 
 /* The cache a small or bitmap page belongs to (bitmap pages tag it). */
 static inline heap_tcache *page_owner(const heap_page *pg)
@@ -614,6 +622,11 @@ void mote__tcache_give_back(heap_tcache *h);
 /* A block of class cls from cache h, never sampled (the profiler's shadow
  * caches and the messages of remote frees). */
 void *mote__tcache_alloc_in(heap_tcache *h, unsigned cls);
+/* A block of class cls from shadow cache s (mote__tcache_alloc_in's
+ * result, sooner). */
+void *mote__tcache_alloc_shadow(heap_tcache *s, unsigned cls);
+/* This thread frees b (cookie set) of pg, a page of its shadow s. */
+void mote__tcache_free_shadow(heap_tcache *s, heap_page *pg, heap_block *b);
 /* h's shadow cache, made on first use; NULL when out of memory. */
 heap_tcache *mote__tcache_shadow(heap_tcache *h);
 void mote__tcache_page_freed(heap_tcache *h, heap_page *pg);

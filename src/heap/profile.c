@@ -11,11 +11,19 @@
  * totals.
  *
  * A sampled small block is served by the cache's shadow cache, in the
- * smallest power-of-two class big enough for a 16-byte trailer {magic ^ address, bucket << 40 | size}
- * after the user's bytes; the shadow's pages are not the thread's, so their
- * free misses the free fast path and the slow path sees page->prof.  A
- * sampled large or huge block keeps bucket and size in its page
- * descriptor.  Nothing is added to the free fast path.
+ * smallest power-of-two class big enough for a 16-byte trailer
+ * {magic ^ address, bucket << 40 | size} after the user's bytes; the
+ * shadow's pages are not the thread's, so their free misses the free fast
+ * path, whose other-thread branch sees page->prof.  A sampled large or
+ * huge block keeps bucket and size in its page descriptor.  Nothing is
+ * added to the free fast path.
+ *
+ * Cost: at the default rate a sample comes every few microseconds, and
+ * what it reads has gone cold since the last one, so its price is its
+ * cache misses more than its instructions.  Hence the thread's fields on
+ * the line malloc writes anyway, the globals on one line, counters most
+ * threads write without a locked instruction, and a shadow that serves
+ * from its current page without its bookkeeping.
  *
  * Call stacks: the public entry points never tail-call out of themselves,
  * so the slow path's caller is always the entry point's frame: its return
@@ -26,7 +34,7 @@
  * the caller a frameless wrapper (operator new, strdup) hid put back: see
  * prof_hidden_frame.  Buckets: an open-addressed table of up to 32768 stacks in
  * its own mapping, claimed with one CAS and read without locks; counters
- * are relaxed atomics, striped by thread.  Past 28,672 stacks a new stack
+ * are striped by cache (prof_counts).  Past 28,672 stacks a new stack
  * keeps only its allocating frame (4,096 more sites); beyond that, samples
  * go to one "other stacks" bucket so the totals stay right.
  *
@@ -65,23 +73,62 @@ typedef struct prof_bucket {
     uintptr_t pc[PROF_DEPTH];
 } prof_bucket;
 
-/* A bucket's counters, striped by thread (cache id) so that threads
- * sampling the same stack do not fight over one cache line; a write adds
- * the stripes up.  Relaxed atomics. */
-#define PROF_STRIPES 8
+/* A bucket's counters, striped by cache so that threads sampling the
+ * same stack do not fight over one cache line; a write adds the stripes
+ * up.  The first PROF_SHARED stripes are shared by caches, by id, with
+ * atomic adds (stripe 0 also by threads without a cache: the empty
+ * cache's heap_tcache.prof_stripe is 0).  The next PROF_OWN belong each
+ * to one cache (ids below PROF_OWN), written by its thread alone: a plain
+ * add, read by a write with relaxed loads.  (A locked add on a line gone
+ * cold since the last sample was most of a sampled free's time.)  A
+ * signal handler that frees a sampled block between such a load and its
+ * store loses one count: the profile is an estimate, and that is rarer
+ * than its sampling error by far. */
+#define PROF_SHARED  8
+#define PROF_OWN     8
+#define PROF_STRIPES (PROF_SHARED + PROF_OWN)
 typedef struct prof_counts {
     uint64_t alloc_count, alloc_bytes, free_count, free_bytes;
 } prof_counts;
 
-int mote__prof_on;
-static prof_bucket *prof_table;
-static prof_counts *prof_stripe[PROF_STRIPES]; /* [stripe][bucket] */
+int mote__prof_on; /* set once, by mote__prof_init */
+/* What a sample reads, on one line (scattered, they were four misses a
+ * sample); set by mote__prof_init. */
+static struct {
+    prof_bucket *table; /* then the counters, [stripe][bucket] */
+    uint32_t nused;     /* the number of entries in prof_used */
+    /* prof_interval's: R = mote__heap_cfg.prof_rate */
+    double rate2, ln2_rate; /* 2R, R ln 2 */
+    double inv[4];          /* 1/3, 1/5, 1/7, 1/9 */
+} prof __attribute__((aligned(64)));
+_Static_assert(sizeof(prof) == 64, "what a sample reads is one line");
 /* Indices of the buckets in use (+1; 0: being published), so a write reads
  * only those, not the whole table (untouched pages of it would each fault
  * in the zero page). */
 static uint32_t prof_used[PROF_BUCKETS];
-static uint32_t prof_nused;
 static int prof_pid; /* the process that read MOTE_HEAPPROFILE */
+
+static inline prof_counts *prof_counts_of(uint32_t stripe, uint32_t b)
+{
+    return (prof_counts *)(prof.table + PROF_BUCKETS) + (size_t)stripe * PROF_BUCKETS + b;
+}
+
+/* Adds one block of n bytes to bucket b's count (two words: a count, then
+ * its bytes: alloc_count or free_count) in h's stripe. */
+static inline void prof_count(const heap_tcache *h, uint32_t b, size_t field, uint64_t n)
+{
+    bool own = h->prof_stripe >= PROF_SHARED;
+    uint64_t *c = (uint64_t *)((char *)prof_counts_of(h->prof_stripe, b) + field);
+    if (own) {
+        STORE(&c[0], LOAD(&c[0], RELAXED) + 1, RELAXED);
+        STORE(&c[1], LOAD(&c[1], RELAXED) + n, RELAXED);
+    } else {
+        FETCH_ADD(&c[0], 1, RELAXED);
+        FETCH_ADD(&c[1], n, RELAXED);
+    }
+}
+#define PROF_ALLOCS offsetof(prof_counts, alloc_count)
+#define PROF_FREES  offsetof(prof_counts, free_count)
 
 void mote__prof_init(void)
 {
@@ -90,26 +137,33 @@ void mote__prof_init(void)
     size_t tsize = sizeof(prof_bucket) * PROF_BUCKETS;
     size_t csize = sizeof(prof_counts) * PROF_BUCKETS;
     uint8_t *m = mote__os_map_aligned(tsize + csize * PROF_STRIPES, HEAP_OS_PAGE, true);
-    prof_table = (prof_bucket *)m;
-    for (int k = 0; m && k < PROF_STRIPES; k++)
-        prof_stripe[k] = (prof_counts *)(m + tsize + csize * (size_t)k);
-    if (!prof_table) {
+    prof.table = (prof_bucket *)m;
+    prof.rate2 = 2.0 * (double)mote__heap_cfg.prof_rate;
+    prof.ln2_rate = 0.69314718055994530942 * (double)mote__heap_cfg.prof_rate;
+    for (int i = 0; i < 4; i++)
+        prof.inv[i] = 1.0 / (3 + 2 * i);
+    if (!prof.table) {
         mote__os_write_err("mote: MOTE_HEAPPROFILE: no memory for the profile table; "
                            "profiler off\n");
         return;
     }
-    prof_table[PROF_OTHER].key = 2;
+    prof.table[PROF_OTHER].key = 2;
     prof_used[0] = PROF_OTHER + 1;
-    prof_nused = 1;
+    prof.nused = 1;
     prof_pid = (int)getpid();
     STORE(&mote__prof_on, 1, RELEASE);
 }
 
 /* -ln(u) * R for u uniform in (0, 1), without libm and without a loop:
  * u = bits / 2^64 = m * 2^-(1+k), k the bits' leading zeros and m in
- * [1, 2) their top 53 after the first one; ln m = 2 atanh((m-1)/(m+1)) by
- * its series (error ~1e-6).  (A loop halving u to find k cost a branch
- * miss a draw: with the division, a third of a sample's time.) */
+ * [1, 2) their top 53 after the first one (mant = m * 2^52);
+ * ln m = 2 atanh(t), t = (m-1)/(m+1), by its series (error ~1e-6, so the
+ * mean interval is R within 1e-6).  What it costs is a chain of
+ * dependent floating-point operations and the lines their constants sit
+ * on; so one division (a loop halving u, for k, cost a branch miss a
+ * draw, and t2 / 9 was a second division), the series' terms side by
+ * side, and its constants on the line of prof (in .rodata they were a
+ * miss a sample).  R <= 2^30 (option.c), so v < 2^36. */
 static int64_t prof_interval(heap_tcache *h)
 {
     uint64_t x = h->prof_rng;
@@ -119,17 +173,21 @@ static int64_t prof_interval(heap_tcache *h)
     h->prof_rng = x;
     uint64_t bits = x | 1; /* never 0 */
     int k = __builtin_clzll(bits);
-    double m = (double)((bits << k) >> 11) * (1.0 / 4503599627370496.0); /* 2^-52 */
-    double t = (m - 1.0) / (m + 1.0), t2 = t * t;
-    double ln_m =
-        2.0 * t * (1.0 + t2 * (1.0 / 3 + t2 * (1.0 / 5 + t2 * (1.0 / 7 + t2 / 9))));
-    double v = ((double)(1 + k) * 0.69314718055994530942 - ln_m) *
-               (double)mote__heap_cfg.prof_rate;
-    return v < 1.0 ? 1 : v > 4e18 ? (int64_t)4e18 : (int64_t)v;
+    uint64_t mant = (bits << k) >> 11;
+    double t =
+        (double)(int64_t)(mant - (1ULL << 52)) / (double)(int64_t)(mant + (1ULL << 52));
+    double t2 = t * t, t4 = t2 * t2;
+    /* t2/3 + t4/5 + t6/7 + t8/9 */
+    double p =
+        t2 * prof.inv[0] + t4 * ((prof.inv[1] + t2 * prof.inv[2]) + t4 * prof.inv[3]);
+    double tr = t * prof.rate2; /* ln(m) * R = tr + tr * p */
+    int64_t v = (int64_t)((double)(1 + k) * prof.ln2_rate - (tr + tr * p));
+    return v < 1 ? 1 : v;
 }
 
 void mote__prof_cache_init(heap_tcache *h)
 {
+    h->prof_stripe = h->id < PROF_OWN ? PROF_SHARED + h->id : h->id & (PROF_SHARED - 1);
     if (!LOAD(&mote__prof_on, ACQUIRE)) {
         h->sample_left = INT64_MAX;
         return;
@@ -372,7 +430,7 @@ static uint32_t prof_bucket_find(const uintptr_t *pc, int depth, bool insert)
     for (int probe = 0; probe < PROF_PROBES; probe++, i = (i + 1) & (PROF_BUCKETS - 1)) {
         if (i == PROF_OTHER)
             continue;
-        prof_bucket *b = &prof_table[i];
+        prof_bucket *b = &prof.table[i];
         uint64_t k = LOAD(&b->key, ACQUIRE);
         if (k == 0 && !insert)
             return PROF_OTHER;
@@ -384,7 +442,7 @@ static uint32_t prof_bucket_find(const uintptr_t *pc, int depth, bool insert)
             b->depth = (uint32_t)depth;
             memcpy(b->pc, pc, sizeof(uintptr_t) * (size_t)depth);
             STORE(&b->key, hash, RELEASE);
-            STORE(&prof_used[FETCH_ADD(&prof_nused, 1, RELAXED)], i + 1, RELEASE);
+            STORE(&prof_used[FETCH_ADD(&prof.nused, 1, RELAXED)], i + 1, RELEASE);
             return i;
         }
     taken:
@@ -398,7 +456,7 @@ static uint32_t prof_bucket_find(const uintptr_t *pc, int depth, bool insert)
 
 static uint32_t prof_bucket_of(const uintptr_t *pc, int depth)
 {
-    if (depth <= 1 || LOAD(&prof_nused, RELAXED) < PROF_BUCKETS - PROF_SITES_ROOM)
+    if (depth <= 1 || LOAD(&prof.nused, RELAXED) < PROF_BUCKETS - PROF_SITES_ROOM)
         return prof_bucket_find(pc, depth, true);
     uint32_t b = prof_bucket_find(pc, depth, false); /* a stack seen before */
     return b != PROF_OTHER ? b : prof_bucket_find(pc, 1, true);
@@ -408,7 +466,9 @@ static uint32_t prof_bucket_of(const uintptr_t *pc, int depth)
  * its bucket, or -1 when no sampling should happen now. */
 static int64_t prof_record(heap_tcache *h, size_t n, void *entry_fp)
 {
-    if (!LOAD(&mote__prof_on, RELAXED)) {
+    /* (A countdown runs out only once mote__prof_init has made the table
+     * and published mote__prof_on: sample_left is INT64_MAX until then.) */
+    if (HEAP_UNLIKELY(!prof.table)) {
         h->sample_left = INT64_MAX;
         return -1;
     }
@@ -419,9 +479,7 @@ static int64_t prof_record(heap_tcache *h, size_t n, void *entry_fp)
     uintptr_t pc[PROF_DEPTH];
     int depth = prof_backtrace(h, entry_fp, pc);
     uint32_t b = prof_bucket_of(pc, depth);
-    prof_counts *c = &prof_stripe[h->id & (PROF_STRIPES - 1)][b];
-    FETCH_ADD(&c->alloc_count, 1, RELAXED);
-    FETCH_ADD(&c->alloc_bytes, (uint64_t)n, RELAXED);
+    prof_count(h, b, PROF_ALLOCS, n);
     h->prof_busy = 0;
     return b;
 }
@@ -431,24 +489,30 @@ static inline uint64_t *prof_trailer(const heap_page *pg, const void *p)
     return (uint64_t *)((uintptr_t)p + pg->bsize - 16);
 }
 
+/* The class of the smallest power of two >= n (16 <= n): classes 1..8
+ * are 16..128 by 16, then four a power of two (sizeclass.c). */
+static inline unsigned prof_pow2_class(size_t n)
+{
+    unsigned k = 64 - (unsigned)__builtin_clzll((uint64_t)n - 1); /* 2^k >= n */
+    return k <= 7 ? 1u << (k - 4) : 8 + 4 * (k - 7);
+}
+
 void *mote__prof_alloc_small(heap_tcache *h, unsigned cls, size_t n, void *entry_fp)
 {
-    if (h->shadow_of) /* never sample inside a shadow */
-        return NULL;
+    mote__assert(!h->shadow_of); /* a shadow's blocks are never sampled */
     /* A power-of-two class with room for the trailer: it keeps any
      * alignment cls had, and the shadow needs pages for 11 classes only
-     * (each takes a slice of its own). */
+     * (each takes a slice of its own).  Found by arithmetic: the class
+     * tables' lines were cold. */
     size_t need = n + 16 > mote__sizeclass_size[cls] ? n + 16 : mote__sizeclass_size[cls];
-    unsigned c = sizeclass_of(need);
-    while (c < HEAP_NCLS && (mote__sizeclass_size[c] & (mote__sizeclass_size[c] - 1)))
-        c++;
-    if (c == HEAP_NCLS) {
+    unsigned c = prof_pow2_class(need);
+    if (c >= HEAP_NCLS) {
         /* No class holds it with its trailer (just under 32 KiB, a common
          * buffer size, which was never sampled): a large block, which
          * keeps the sample in its page and is slice-aligned. */
         void *p = mote__arena_large_alloc(n, 0);
         if (!p) {
-            h->sample_left = LOAD(&mote__prof_on, RELAXED) ? prof_interval(h) : INT64_MAX;
+            h->sample_left = prof.table ? prof_interval(h) : INT64_MAX;
             return NULL;
         }
         heap_segment *seg = heap_segment_of(p);
@@ -456,15 +520,23 @@ void *mote__prof_alloc_small(heap_tcache *h, unsigned cls, size_t n, void *entry
                             entry_fp);
         return p;
     }
+    /* The shadow's page and block have gone cold since the last sample:
+     * asked for now, they arrive while the stack is recorded. */
+    heap_tcache *s = h->shadow;
+    if (s && c < HEAP_BITMAP_CLS) {
+        heap_page *sp = LOAD(&s->cur[c], RELAXED);
+        arch_prefetch_write(&sp->free);
+        heap_block *sb = LOAD(&sp->free, RELAXED);
+        if (sb)
+            arch_prefetch_write(sb);
+    }
     int64_t b = prof_record(h, n, entry_fp);
     if (b < 0)
         return NULL;
-    heap_tcache *s = mote__tcache_shadow(h);
-    void *p = s ? mote__tcache_alloc_in(s, c) : NULL;
+    s = mote__tcache_shadow(h);
+    void *p = s ? mote__tcache_alloc_shadow(s, c) : NULL;
     if (!p) {
-        prof_counts *pc = &prof_stripe[h->id & (PROF_STRIPES - 1)][b];
-        FETCH_ADD(&pc->free_count, 1, RELAXED);
-        FETCH_ADD(&pc->free_bytes, (uint64_t)n, RELAXED);
+        prof_count(h, (uint32_t)b, PROF_FREES, n);
         return NULL;
     }
     uint64_t *t = (uint64_t *)((uintptr_t)p + mote__sizeclass_size[c] - 16);
@@ -496,12 +568,9 @@ void mote__prof_free(heap_page *pg, const void *p)
         info = t[1];
     }
     uint32_t b = (uint32_t)(info >> 40);
-    if (b >= PROF_BUCKETS || !prof_table)
+    if (b >= PROF_BUCKETS || !prof.table)
         return;
-    prof_counts *c =
-        &prof_stripe[LOAD(&mote__heap_tls, RELAXED)->id & (PROF_STRIPES - 1)][b];
-    FETCH_ADD(&c->free_count, 1, RELAXED);
-    FETCH_ADD(&c->free_bytes, info & ((1ULL << 40) - 1), RELAXED);
+    prof_count(LOAD(&mote__heap_tls, RELAXED), b, PROF_FREES, info & ((1ULL << 40) - 1));
 }
 
 size_t mote__prof_usable(const heap_page *pg) { return pg->bsize - 16; }
@@ -869,12 +938,12 @@ static void bucket_read(uint32_t b, uint64_t v[4])
 {
     uint64_t fc = 0, fb = 0, ac = 0, ab = 0;
     for (int k = 0; k < PROF_STRIPES; k++) {
-        prof_counts *c = &prof_stripe[k][b];
+        prof_counts *c = prof_counts_of((uint32_t)k, b);
         fc += LOAD(&c->free_count, RELAXED);
         fb += LOAD(&c->free_bytes, RELAXED);
     }
     for (int k = 0; k < PROF_STRIPES; k++) {
-        prof_counts *c = &prof_stripe[k][b];
+        prof_counts *c = prof_counts_of((uint32_t)k, b);
         ac += LOAD(&c->alloc_count, RELAXED);
         ab += LOAD(&c->alloc_bytes, RELAXED);
     }
@@ -986,14 +1055,14 @@ static int prof_write_impl(int fd, bool at_exit)
     out_bytes(&o, m.b, m.n);
     out_maps(&o, &nstr);
     uint64_t v[4];
-    uint32_t nused = LOAD(&prof_nused, ACQUIRE);
+    uint32_t nused = LOAD(&prof.nused, ACQUIRE);
     if (nused > PROF_BUCKETS)
         nused = PROF_BUCKETS;
     for (uint32_t k = 0; k < nused; k++) {
         uint32_t i = LOAD(&prof_used[k], ACQUIRE);
         if (!i--)
             continue; /* being published: its first sample is very recent */
-        prof_bucket *b = &prof_table[i];
+        prof_bucket *b = &prof.table[i];
         bucket_read(i, v);
         if (!v[2])
             continue;
