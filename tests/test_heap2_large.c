@@ -372,9 +372,12 @@ TEST(cached_blocks_keep_their_alignment_promises)
 }
 
 /* Big blocks start at varied cache lines of their first page (heap_colour),
- * so their first bytes do not all fall in one cache set; each still lies
- * in its run's first page, ends where its run does, and a block that asks
- * for alignment gets it, even from a coloured block freed before. */
+ * so their first bytes do not all fall in one cache set, and none on the
+ * first or last two lines of a page (slow to write page after page); each
+ * still lies in its run's first page, ends where its run does, and a block
+ * that asks for alignment gets it, even from a coloured block freed
+ * before. */
+#define EDGE_LINES (3ULL | 3ULL << 62) /* lines 0, 1, 62 and 63 of a page */
 static unsigned lines_of(char *const *v, int n)
 {
     uint64_t seen = 0;
@@ -412,6 +415,8 @@ TEST(big_blocks_start_at_varied_cache_lines)
             memset(v[i], i, sizes[k]);
         }
         CHECK(lines_of(v, N) >= min_lines[k]);
+        for (int i = 0; i < N; i++)
+            CHECK((heap_test_line_bit(v[i]) & EDGE_LINES) == 0);
         for (int i = 0; i < N; i++) {
             CHECK((unsigned char)v[i][sizes[k] - 1] == (unsigned char)i);
             mote_free(v[i]);
@@ -451,6 +456,7 @@ TEST(a_block_taken_again_and_again_takes_every_line_in_turn)
             if (!first)
                 first = (uintptr_t)p;
             CHECK(heap_test_same_run(p, (const void *)first));
+            CHECK((heap_test_line_bit(p) & EDGE_LINES) == 0);
             seen |= heap_test_line_bit(p);
             p[sizes[k] - 1] = 1;
             mote_free(p);
