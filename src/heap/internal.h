@@ -362,7 +362,6 @@ typedef struct heap_tcache {
     struct heap_tcache *pool_next;   /* pool of dead caches */
     struct heap_tcache *all_next;    /* every cache ever made (immortal) */
     uint32_t id;
-    struct heap_tcache *shadow_of; /* the main cache of a shadow (profiler) */
     /* what prof_backtrace found at a pair of return addresses: where the
      * frame a frameless function hid was (profile.c) */
     uintptr_t prof_memo[HEAP_PROF_MEMO][3];
@@ -376,6 +375,11 @@ typedef struct heap_tcache {
     /* The owner's, or a scavenging side's (asym.h): guards runs, and the
      * words of this cache's bitmap pages against the scavenger's claims. */
     heap_asym asym;
+    /* ---- read by other threads (their frees), written once: on a line
+     * no counter of the owner's shares (a remote free read the owner's id
+     * on the line of its slow-path counters: 60% of free_remote in larson).
+     * shadow_of: the main cache of a shadow (profiler). */
+    __attribute__((aligned(64))) struct heap_tcache *shadow_of;
     /* ---- written by other threads: on a line of their own ---- */
     __attribute__((aligned(64))) uintptr_t inbox; /* messages and single blocks
                                                      freed into our pages (push,
