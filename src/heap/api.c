@@ -353,6 +353,40 @@ static HEAP_NOINLINE void heap_free_large(heap_page *pg)
         mote__arena_large_free(pg);
 }
 
+/* Checks that small block p is not free already and marks it free
+ * (the cookie), for a free that does not go through the fast path. */
+static inline heap_block *heap_block_freeing(void *p)
+{
+    heap_block *b = p;
+    uintptr_t ck = (uintptr_t)p ^ mote__heap_key;
+    if (b->cookie == ck)
+        mote__heap_invalid_free(p, "free");
+    b->cookie = ck;
+    return b;
+}
+
+/* A block of a shadow's page (a sampled small block, see profile.c), pg
+ * its page from a lookup made already: checked as heap_page_of would (again,
+ * when it was heap_page_of's), home to the shadow without another lookup. */
+static HEAP_NOINLINE void heap_free_sampled(heap_page *pg, void *p)
+{
+    uintptr_t u = (uintptr_t)p;
+    uint64_t off = u - (uintptr_t)pg->start;
+    if (((off * pg->div_magic) >> 40) * pg->bsize != off || !page_carved(pg, off))
+        mote__heap_invalid_free(p, "free");
+    mote__prof_free(pg, p);
+    if (pg->kind == HEAP_PAGE_BITMAP) {
+        mote__tcache_free_bitmap(pg, p);
+        return;
+    }
+    heap_block *b = heap_block_freeing(p);
+    heap_tcache *h = mote__heap_tls;
+    if (page_owner(pg) == h->shadow) /* (h's line: the owner's is cold) */
+        mote__tcache_free_shadow(h->shadow, pg, b);
+    else
+        mote__tcache_free_remote(pg, b);
+}
+
 static HEAP_NOINLINE void heap_free_slow(void *p)
 {
     if (!p)
@@ -361,10 +395,14 @@ static HEAP_NOINLINE void heap_free_slow(void *p)
      * cookie's load and store below cost one transfer, not two, and the
      * page lookup overlaps it. */
     arch_prefetch_write(p);
-    uintptr_t u = (uintptr_t)p;
     heap_page *pg = heap_page_of(p, "free");
-    if (HEAP_UNLIKELY(pg->prof))
+    if (HEAP_UNLIKELY(pg->prof)) {
+        if (pg->kind == HEAP_PAGE_SMALL || pg->kind == HEAP_PAGE_BITMAP) {
+            heap_free_sampled(pg, p);
+            return;
+        }
         mote__prof_free(pg, p);
+    }
     if (pg->kind == HEAP_PAGE_HUGE) {
         if (!mote__runcache_put_big(mote__heap_tls, pg))
             mote__arena_huge_free(heap_segment_of(pg), p);
@@ -378,45 +416,16 @@ static HEAP_NOINLINE void heap_free_slow(void *p)
         mote__tcache_free_bitmap(pg, p);
         return;
     }
-    heap_block *b = p;
-    if (b->cookie == (u ^ mote__heap_key))
-        mote__heap_invalid_free(p, "free");
+    heap_block *b = heap_block_freeing(p);
     heap_tcache *h = mote__heap_tls;
     if (pg->owner == h) { /* only when called for a local block (realloc) */
         b->next = pg->free;
-        b->cookie = u ^ mote__heap_key;
         pg->free = b;
         if (page_used_add(pg, -1) == 0 || pg->in_full)
             mote__tcache_page_freed(h, pg);
         return;
     }
-    b->cookie = u ^ mote__heap_key;
     mote__tcache_free_remote(pg, b);
-}
-
-/* A block of a shadow's page (a sampled small block, see profile.c), found
- * by the free fast path's lookup: checked as heap_page_of would, without
- * looking it up again; heap_free_slow's own route for it, sooner. */
-static HEAP_NOINLINE void heap_free_sampled(heap_page *pg, void *p)
-{
-    uintptr_t u = (uintptr_t)p;
-    uint64_t off = u - (uintptr_t)pg->start;
-    if (((off * pg->div_magic) >> 40) * pg->bsize != off || !page_carved(pg, off))
-        mote__heap_invalid_free(p, "free");
-    mote__prof_free(pg, p);
-    if (pg->kind == HEAP_PAGE_BITMAP) {
-        mote__tcache_free_bitmap(pg, p);
-        return;
-    }
-    heap_block *b = p;
-    if (b->cookie == (u ^ mote__heap_key))
-        mote__heap_invalid_free(p, "free");
-    b->cookie = u ^ mote__heap_key;
-    heap_tcache *h = mote__heap_tls;
-    if (page_owner(pg) == h->shadow) /* (h's line: the owner's is cold) */
-        mote__tcache_free_shadow(h->shadow, pg, b);
-    else
-        mote__tcache_free_remote(pg, b);
 }
 
 /* Whether a free of one of owner's blocks keeps it in this thread's foreign
