@@ -46,6 +46,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "arch/arch.h"
 #include "heap/internal.h"
 #include "os/os.h"
 
@@ -721,6 +722,11 @@ static void tcache_drain(heap_tcache *h)
             e = m->link;
             uint32_t n = m->n;
             mote__assert(n >= 1 && n <= HEAP_RBUF_MAX);
+            /* The blocks' lines are on the freeing CPU: asked for all at
+             * once, their transfers overlap (written one by one, each
+             * waited in the store buffer behind the last). */
+            for (uint32_t i = 0; i < n; i++)
+                arch_prefetch_write(m->blk[i]);
             for (uint32_t i = 0; i < n; i++) {
                 heap_block *b = m->blk[i];
                 page_take_block(h, block_page(b), b, &to_free);
