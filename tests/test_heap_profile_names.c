@@ -17,10 +17,14 @@
  *
  * And a sample taken in a mote task has the task's whole stack, not only
  * the allocating frame (the heap walks only stacks it knows; the runtime
- * names its tasks' to it).
+ * names its tasks' to it); and samples freed by threads other than their
+ * allocator's, 12 of them (more than own a counter stripe), some after
+ * the allocator exited, leave the in-use bytes as they should.
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,7 +181,7 @@ typedef struct profile {
     struct sample {
         uint64_t loc[32];
         int depth;
-        uint64_t inuse_bytes;
+        uint64_t alloc_bytes, inuse_bytes;
     } * smp;
     uint32_t nsmp;
     uint8_t *raw; /* the decoded profile: str[] points into it */
@@ -248,7 +252,8 @@ static void parse(profile *P, const uint8_t *b, size_t n)
                 else if (g == 2)
                     read_ids(&s2, vals, &nv, 4);
             }
-            CHECK_EQ(nv, 4);
+            CHECK_EQ(nv, 4); /* alloc_objects, alloc_space, inuse_objects, inuse_space */
+            s->alloc_bytes = vals[1];
             s->inuse_bytes = vals[3];
         }
     }
@@ -276,9 +281,9 @@ static int name_is(const profile *P, uint64_t loc, const char *want)
     return len == strlen(want) && !memcmp(s, want, len);
 }
 
-/* In-use bytes of the samples whose stack starts leaf, then fn (or fn at
- * once when leaf is NULL). */
-static double bytes_at(const profile *P, const char *fn, const char *leaf)
+/* In-use (or, with alloc, allocated) bytes of the samples whose stack
+ * starts leaf, then fn (or fn at once when leaf is NULL). */
+static double bytes_of(const profile *P, const char *fn, const char *leaf, bool alloc)
 {
     double sum = 0;
     for (uint32_t i = 0; i < P->nsmp; i++) {
@@ -286,9 +291,14 @@ static double bytes_at(const profile *P, const char *fn, const char *leaf)
         if (leaf ? s->depth >= 2 && name_is(P, s->loc[0], leaf) &&
                        name_is(P, s->loc[1], fn)
                  : s->depth >= 1 && name_is(P, s->loc[0], fn))
-            sum += (double)s->inuse_bytes;
+            sum += (double)(alloc ? s->alloc_bytes : s->inuse_bytes);
     }
     return sum;
+}
+
+static double bytes_at(const profile *P, const char *fn, const char *leaf)
+{
+    return bytes_of(P, fn, leaf, false);
 }
 
 static int stack_names_main(const profile *P, const char *fn)
@@ -465,6 +475,77 @@ TEST(a_sample_in_a_task_has_the_task_s_whole_stack)
     fprintf(stderr, "task_site in use %.0f, with its callers %.0f (true 20000000)\n",
             site, whole);
     CHECK(whole >= 20e6 * 0.9 && whole <= 20e6 * 1.1);
+    profile_free(P);
+}
+
+/* ---- samples freed by other threads, counted by many ---- */
+
+/* 12 threads, more than the profiler's counter stripes of their own (8):
+ * each allocates 2,000,000 B at xt_site, then frees 1,500,000 B of its
+ * neighbour's blocks (sampled blocks freed by a thread that did not
+ * allocate them, some after that thread exited) and keeps the rest. */
+enum { XT_THREADS = 12, XT_BLOCKS = 2000, XT_FREED = 1500, XT_SIZE = 1000 };
+static void *xt_blocks[XT_THREADS][XT_BLOCKS];
+static pthread_barrier_t xt_bar;
+
+__attribute__((noinline)) void xt_site(void **v)
+{
+    for (int i = 0; i < XT_BLOCKS; i++) {
+        v[i] = mote_malloc(XT_SIZE);
+        CHECK(v[i] != NULL);
+        memset(v[i], i, XT_SIZE);
+    }
+    __asm__ volatile("");
+}
+
+static void *xt_thread(void *arg)
+{
+    int i = (int)(uintptr_t)arg;
+    xt_site(xt_blocks[i]);
+    pthread_barrier_wait(&xt_bar);
+    if (i % 2) /* half free after their neighbour's thread has exited */
+        pthread_barrier_wait(&xt_bar);
+    void **v = xt_blocks[(i + 1) % XT_THREADS];
+    for (int k = 0; k < XT_FREED; k++)
+        mote_free(v[k]);
+    if (!(i % 2))
+        pthread_barrier_wait(&xt_bar);
+    return NULL;
+}
+
+TEST(child_cross_frees)
+{
+    if (!getenv("MOTE_TEST_CHILD"))
+        return;
+    pthread_t t[XT_THREADS];
+    CHECK_EQ(pthread_barrier_init(&xt_bar, NULL, XT_THREADS), 0);
+    for (int i = 0; i < XT_THREADS; i++)
+        CHECK_EQ(pthread_create(&t[i], NULL, xt_thread, (void *)(uintptr_t)i), 0);
+    for (int i = 0; i < XT_THREADS; i++)
+        CHECK_EQ(pthread_join(t[i], NULL), 0);
+    exit(0); /* the profile is written at exit */
+}
+
+TEST(samples_freed_by_other_threads_leave_the_in_use_bytes)
+{
+    char self[PATH_MAX], out[256], cmd[2 * PATH_MAX];
+    self_path(self, sizeof self);
+    make_work_dir();
+    snprintf(out, sizeof out, "%s/cross.heap", dir);
+    snprintf(cmd, sizeof cmd,
+             "MOTE_TEST_CHILD=1 MOTE_HEAPPROFILE='%s' MOTE_HEAPPROFILE_RATE=4K '%s' "
+             "child_cross_frees",
+             out, self);
+    CHECK(system(cmd) == 0);
+    profile *P = load_profile(out);
+    double inuse = bytes_of(P, "xt_site", NULL, false);
+    double alloc = bytes_of(P, "xt_site", NULL, true);
+    double t_in = (double)XT_THREADS * (XT_BLOCKS - XT_FREED) * XT_SIZE;
+    double t_al = (double)XT_THREADS * XT_BLOCKS * XT_SIZE;
+    fprintf(stderr, "xt_site in use %.0f (true %.0f), allocated %.0f (true %.0f)\n",
+            inuse, t_in, alloc, t_al);
+    CHECK(inuse >= t_in * 0.9 && inuse <= t_in * 1.1);
+    CHECK(alloc >= t_al * 0.9 && alloc <= t_al * 1.1);
     profile_free(P);
 }
 
