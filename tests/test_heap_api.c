@@ -349,6 +349,15 @@ static void *remote_free_thread(void *arg)
     mote_free(remote_ptr);
     return NULL;
 }
+/* (another thread's block: that free takes the fast path's other-thread
+ * branch, which checks the pointer on its own lookup) */
+static void free_interior_remote(void)
+{
+    remote_ptr = (char *)mote_malloc(100) + 16;
+    pthread_t t;
+    pthread_create(&t, NULL, remote_free_thread, NULL);
+    pthread_join(t, NULL);
+}
 static void double_free_remote(void)
 {
     remote_ptr = mote_malloc(40);
@@ -464,6 +473,10 @@ TEST(free_of_interior_pointer_aborts) { ABORT_CASE(free_interior, false); }
 TEST(free_of_interior_pointer_of_huge_block_aborts)
 {
     ABORT_CASE(free_interior_huge, false);
+}
+TEST(free_of_interior_pointer_from_another_thread_aborts)
+{
+    ABORT_CASE(free_interior_remote, false);
 }
 TEST(double_free_from_other_threads_aborts) { ABORT_CASE(double_free_remote, true); }
 TEST(free_of_a_block_never_carved_aborts) { ABORT_CASE(free_uncarved, false); }

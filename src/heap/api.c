@@ -387,6 +387,19 @@ static HEAP_NOINLINE void heap_free_sampled(heap_page *pg, void *p)
         mote__tcache_free_remote(pg, b);
 }
 
+/* Another thread's small block, going home (this thread's foreign list
+ * has no room, or the owner keeps up), pg from the fast path's lookup:
+ * checked as heap_page_of would, without heap_free_slow's second lookup
+ * (a tenth of larson's time went to heap_free_slow). */
+static HEAP_NOINLINE void heap_free_home(heap_page *pg, void *p)
+{
+    arch_prefetch_write(p); /* another CPU wrote it: one transfer */
+    uint64_t off = (uintptr_t)p - (uintptr_t)pg->start;
+    if (((off * pg->div_magic) >> 40) * pg->bsize != off || !page_carved(pg, off))
+        mote__heap_invalid_free(p, "free");
+    mote__tcache_free_remote(pg, heap_block_freeing(p));
+}
+
 static HEAP_NOINLINE void heap_free_slow(void *p)
 {
     if (!p)
@@ -495,6 +508,8 @@ HEAP_INLINE void heap_free_inline(void *p)
             h->cur[pg->cls] = f;
             return;
         }
+        heap_free_home(pg, p);
+        return;
     } else if (pg->kind == HEAP_PAGE_BITMAP && !pg->prof) {
         /* (a stash push, mostly: one page lookup, not heap_free_slow's two) */
         if (HEAP_UNLIKELY(((off * pg->div_magic) >> 40) * pg->bsize != off ||
