@@ -333,8 +333,7 @@ static heap_page *heap_page_of(const void *p, const char *what)
     if (!pg)
         mote__heap_invalid_free(p, what);
     if (pg->kind == HEAP_PAGE_SMALL || pg->kind == HEAP_PAGE_BITMAP) {
-        uint64_t off = u - (uintptr_t)pg->start, i = (off * pg->div_magic) >> 40;
-        if (i * pg->bsize != off || !page_carved(pg, off))
+        if (!page_block_at(pg, u - (uintptr_t)pg->start))
             mote__heap_invalid_free(p, what);
     } else if (pg->first != p || page_used(pg) != 1) {
         mote__heap_invalid_free(p, what);
@@ -370,9 +369,7 @@ static inline heap_block *heap_block_freeing(void *p)
  * when it was heap_page_of's), home to the shadow without another lookup. */
 static HEAP_NOINLINE void heap_free_sampled(heap_page *pg, void *p)
 {
-    uintptr_t u = (uintptr_t)p;
-    uint64_t off = u - (uintptr_t)pg->start;
-    if (((off * pg->div_magic) >> 40) * pg->bsize != off || !page_carved(pg, off))
+    if (!page_block_at(pg, (uintptr_t)p - (uintptr_t)pg->start))
         mote__heap_invalid_free(p, "free");
     mote__prof_free(pg, p);
     if (pg->kind == HEAP_PAGE_BITMAP) {
@@ -394,8 +391,7 @@ static HEAP_NOINLINE void heap_free_sampled(heap_page *pg, void *p)
 static HEAP_NOINLINE void heap_free_home(heap_page *pg, void *p)
 {
     arch_prefetch_write(p); /* another CPU wrote it: one transfer */
-    uint64_t off = (uintptr_t)p - (uintptr_t)pg->start;
-    if (((off * pg->div_magic) >> 40) * pg->bsize != off || !page_carved(pg, off))
+    if (!page_block_at(pg, (uintptr_t)p - (uintptr_t)pg->start))
         mote__heap_invalid_free(p, "free");
     mote__tcache_free_remote(pg, heap_block_freeing(p));
 }
@@ -477,9 +473,7 @@ HEAP_INLINE void heap_free_inline(void *p)
     uint64_t off = u - (uintptr_t)pg->start;
     if (HEAP_LIKELY(pg->owner == h)) {
         uintptr_t ck = u ^ mote__heap_key;
-        if (HEAP_UNLIKELY(b->cookie == ck ||
-                          ((off * pg->div_magic) >> 40) * pg->bsize != off ||
-                          !page_carved(pg, off)))
+        if (HEAP_UNLIKELY(b->cookie == ck || !page_block_at(pg, off)))
             mote__heap_invalid_free(p, "free");
         b->cookie = ck;
         /* LIFO across the class: the next malloc reuses this (warm) block
@@ -500,8 +494,8 @@ HEAP_INLINE void heap_free_inline(void *p)
         heap_page *f = &h->foreign[pg->cls];
         if (HEAP_LIKELY(page_used(f) != 0) && foreign_keep(pg->owner)) {
             arch_prefetch_write(b); /* another CPU wrote it: one transfer */
-            if (HEAP_UNLIKELY(((off * pg->div_magic) >> 40) * pg->bsize != off ||
-                              !page_carved(pg, off) || b->cookie == (u ^ mote__heap_key)))
+            if (HEAP_UNLIKELY(!page_block_at(pg, off) ||
+                              b->cookie == (u ^ mote__heap_key)))
                 mote__heap_invalid_free(p, "free");
             b->cookie = u ^ mote__heap_key;
             list_page_push(f, b);
@@ -512,8 +506,7 @@ HEAP_INLINE void heap_free_inline(void *p)
         return;
     } else if (pg->kind == HEAP_PAGE_BITMAP && !pg->prof) {
         /* (a stash push, mostly: one page lookup, not heap_free_slow's two) */
-        if (HEAP_UNLIKELY(((off * pg->div_magic) >> 40) * pg->bsize != off ||
-                          !page_carved(pg, off)))
+        if (HEAP_UNLIKELY(!page_block_at(pg, off)))
             mote__heap_invalid_free(p, "free");
         mote__tcache_free_bitmap(pg, p);
         return;
