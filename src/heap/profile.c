@@ -113,22 +113,21 @@ static inline prof_counts *prof_counts_of(uint32_t stripe, uint32_t b)
     return (prof_counts *)(prof.table + PROF_BUCKETS) + (size_t)stripe * PROF_BUCKETS + b;
 }
 
-/* Adds one block of n bytes to bucket b's count (two words: a count, then
- * its bytes: alloc_count or free_count) in h's stripe. */
-static inline void prof_count(const heap_tcache *h, uint32_t b, size_t field, uint64_t n)
+/* Adds one block of n bytes to bucket b's allocations (or, freed, its
+ * frees) in h's stripe. */
+static inline void prof_count(const heap_tcache *h, uint32_t b, bool freed, uint64_t n)
 {
-    bool own = h->prof_stripe >= PROF_SHARED;
-    uint64_t *c = (uint64_t *)((char *)prof_counts_of(h->prof_stripe, b) + field);
-    if (own) {
-        STORE(&c[0], LOAD(&c[0], RELAXED) + 1, RELAXED);
-        STORE(&c[1], LOAD(&c[1], RELAXED) + n, RELAXED);
+    prof_counts *c = prof_counts_of(h->prof_stripe, b);
+    uint64_t *count = freed ? &c->free_count : &c->alloc_count;
+    uint64_t *bytes = freed ? &c->free_bytes : &c->alloc_bytes;
+    if (h->prof_stripe >= PROF_SHARED) { /* its own */
+        STORE(count, LOAD(count, RELAXED) + 1, RELAXED);
+        STORE(bytes, LOAD(bytes, RELAXED) + n, RELAXED);
     } else {
-        FETCH_ADD(&c[0], 1, RELAXED);
-        FETCH_ADD(&c[1], n, RELAXED);
+        FETCH_ADD(count, 1, RELAXED);
+        FETCH_ADD(bytes, n, RELAXED);
     }
 }
-#define PROF_ALLOCS offsetof(prof_counts, alloc_count)
-#define PROF_FREES  offsetof(prof_counts, free_count)
 
 void mote__prof_init(void)
 {
@@ -479,7 +478,7 @@ static int64_t prof_record(heap_tcache *h, size_t n, void *entry_fp)
     uintptr_t pc[PROF_DEPTH];
     int depth = prof_backtrace(h, entry_fp, pc);
     uint32_t b = prof_bucket_of(pc, depth);
-    prof_count(h, b, PROF_ALLOCS, n);
+    prof_count(h, b, false, n);
     h->prof_busy = 0;
     return b;
 }
@@ -536,7 +535,7 @@ void *mote__prof_alloc_small(heap_tcache *h, unsigned cls, size_t n, void *entry
     s = mote__tcache_shadow(h);
     void *p = s ? mote__tcache_alloc_shadow(s, c) : NULL;
     if (!p) {
-        prof_count(h, (uint32_t)b, PROF_FREES, n);
+        prof_count(h, (uint32_t)b, true, n);
         return NULL;
     }
     uint64_t *t = (uint64_t *)((uintptr_t)p + mote__sizeclass_size[c] - 16);
@@ -570,7 +569,7 @@ void mote__prof_free(heap_page *pg, const void *p)
     uint32_t b = (uint32_t)(info >> 40);
     if (b >= PROF_BUCKETS || !prof.table)
         return;
-    prof_count(LOAD(&mote__heap_tls, RELAXED), b, PROF_FREES, info & ((1ULL << 40) - 1));
+    prof_count(LOAD(&mote__heap_tls, RELAXED), b, true, info & ((1ULL << 40) - 1));
 }
 
 size_t mote__prof_usable(const heap_page *pg) { return pg->bsize - 16; }
