@@ -594,12 +594,12 @@ static inline heap_segment *heap_segment_of(const void *p)
  * takes every line in turn (with the run's address deciding, 5 runs of
  * largeloop's 4 MiB loop took 6.1 or 7.4-10 us by the address the run
  * got).  The lines that were slow are the two at each end of a page: a
- * loop writing the same offset of every page of 4 MiB took 8.5-9.3 us a
- * pass at offsets 0, 64, 3968 and 4032, 5.7-6.1 at any other (this VM's
- * Xeon; the hardware prefetchers work in 128-byte pairs and stop at page
- * ends).  So a colour keeps off them where the room allows: the 4 MiB
- * loop went from 7.2 to ~6.1 us, glibc's 6.5 (its blocks start 16 bytes
- * into a chunk anywhere). */
+ * loop writing the same offset of every page of 4 MiB (bench/malloc/
+ * pageline) took 8-14.5 us a pass at lines 0, 1, 62 and 63, 5.5-6.8 at
+ * any other (this VM's Xeon; the hardware prefetchers work in 128-byte
+ * pairs and stop at page ends).  So a colour keeps off them where the room
+ * allows: the 4 MiB loop went from 6.83 to 6.46 us, glibc's 6.65 (medians
+ * of 7 alternating runs; glibc's blocks start 16 bytes into a chunk). */
 #define HEAP_COLOUR_MAX (HEAP_OS_PAGE - 64)
 
 /* The offset in its run of the seq-th coloured block, with room bytes to
