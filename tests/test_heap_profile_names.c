@@ -371,6 +371,21 @@ static void make_work_dir(void)
     atexit(cleanup);
 }
 
+/* The profile this test binary writes as child TEST `child` (rate 4K),
+ * to `file` in dir. */
+static profile *child_profile(const char *child, const char *file)
+{
+    char self[PATH_MAX], out[256], cmd[2 * PATH_MAX];
+    self_path(self, sizeof self);
+    make_work_dir();
+    snprintf(out, sizeof out, "%s/%s", dir, file);
+    snprintf(cmd, sizeof cmd,
+             "MOTE_TEST_CHILD=1 MOTE_HEAPPROFILE='%s' MOTE_HEAPPROFILE_RATE=4K '%s' %s",
+             out, self, child);
+    CHECK(system(cmd) == 0);
+    return load_profile(out);
+}
+
 TEST(a_program_without_debug_information_gets_its_functions_named)
 {
     if (TEST_SANITIZED) {
@@ -455,16 +470,7 @@ TEST(child_task_sites)
 
 TEST(a_sample_in_a_task_has_the_task_s_whole_stack)
 {
-    char self[PATH_MAX], out[256], cmd[2 * PATH_MAX];
-    self_path(self, sizeof self);
-    make_work_dir();
-    snprintf(out, sizeof out, "%s/task.heap", dir);
-    snprintf(cmd, sizeof cmd,
-             "MOTE_TEST_CHILD=1 MOTE_HEAPPROFILE='%s' MOTE_HEAPPROFILE_RATE=4K '%s' "
-             "child_task_sites",
-             out, self);
-    CHECK(system(cmd) == 0);
-    profile *P = load_profile(out);
+    profile *P = child_profile("child_task_sites", "task.heap");
     double whole = 0, site = bytes_at(P, "task_site", NULL);
     for (uint32_t i = 0; i < P->nsmp; i++) {
         const struct sample *s = &P->smp[i];
@@ -528,16 +534,7 @@ TEST(child_cross_frees)
 
 TEST(samples_freed_by_other_threads_leave_the_in_use_bytes)
 {
-    char self[PATH_MAX], out[256], cmd[2 * PATH_MAX];
-    self_path(self, sizeof self);
-    make_work_dir();
-    snprintf(out, sizeof out, "%s/cross.heap", dir);
-    snprintf(cmd, sizeof cmd,
-             "MOTE_TEST_CHILD=1 MOTE_HEAPPROFILE='%s' MOTE_HEAPPROFILE_RATE=4K '%s' "
-             "child_cross_frees",
-             out, self);
-    CHECK(system(cmd) == 0);
-    profile *P = load_profile(out);
+    profile *P = child_profile("child_cross_frees", "cross.heap");
     double inuse = bytes_of(P, "xt_site", NULL, false);
     double alloc = bytes_of(P, "xt_site", NULL, true);
     double t_in = (double)XT_THREADS * (XT_BLOCKS - XT_FREED) * XT_SIZE;
