@@ -148,12 +148,13 @@ const mote__option mote__options[OPT_COUNT] = {
          .kind = OPT_KIND_CHOICE,
          .scope = OPT_HEAP,
          .choices = "off,on",
-         .def = 1,
-         .def_doc = "on",
-         .doc = "`on`: blocks over 2 MiB (but calloc's) ask for transparent huge pages, "
-                "so a first touch maps 2 MiB at once (where the kernel's THP mode is "
-                "`madvise`); `off` for programs that allocate big blocks and touch few "
-                "of their pages, which then cost up to 2 MiB of RSS per region touched",
+         .def = 0,
+         .def_doc = "off",
+         .doc = "`on`: blocks over 2 MiB (but calloc's) ask for transparent huge pages "
+                "(where the kernel's THP mode is `madvise`): fewer TLB misses and one "
+                "fault per 2 MiB, but a first touch that may take milliseconds where "
+                "the host reclaims free memory (a VM with free page reporting), and up "
+                "to 2 MiB of RSS per region touched; `off` leaves the system default",
          .expect = "off or on"},
     [OPT_HEAPPROFILE] =
         {.name = "MOTE_HEAPPROFILE",

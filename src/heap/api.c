@@ -29,7 +29,7 @@
 
 uintptr_t mote__heap_key = 0x9e3779b97f4a7c15ULL;
 heap_config mote__heap_cfg = {
-    .decay_ms = 500, .prof_rate = 512 * 1024, .hugepages = true};
+    .decay_ms = 500, .prof_rate = 512 * 1024, .hugepages = false};
 int mote__heap_initialized;
 static heap_lock init_lock = HEAP_LOCK_INIT;
 

@@ -756,13 +756,13 @@ bool mote__arena_limited(void) { return LOAD(&arena_limit, RELAXED) != 0; }
 /* ---- huge blocks: their own mapping, header in front ---- */
 
 /* A huge block's fresh pages, asked to come as transparent huge pages
- * (MOTE_MALLOC_HUGEPAGES): one fault then maps 2 MiB.  On a VM that
- * shadows page tables a 4 KiB fault costs ~15 us and touching a page an
- * mremap moved ~9 us; with THP both cost ~0.3 us per 4 KiB (largerand:
- * 2.8 -> 0.6 s).  Not a fresh mapping calloc asked for: it needs no write
- * to be zero, and a table allocated zeroed is the block most often
- * touched here and there.  Segments stay without: a huge page there would
- * pin 2 MiB under one small block. */
+ * when MOTE_MALLOC_HUGEPAGES=on: one fault then maps 2 MiB.  Off by
+ * default: on a VM whose host takes free memory back, a huge page's first
+ * touch took up to 9 ms (largerand: median 9.6 ms a step with, 4.0
+ * without; docs/heap.md).  Not a fresh mapping calloc asked for: it needs
+ * no write to be zero, and a table allocated zeroed is the block most
+ * often touched here and there.  Segments stay without: a huge page there
+ * would pin 2 MiB under one small block. */
 static void huge_thp(void *p, size_t len)
 {
     if (mote__heap_cfg.hugepages)
