@@ -216,6 +216,8 @@ TEST(a_segment_that_changes_use_keeps_a_freed_large_block_s_first_slice)
     heap_segment *seg = heap_segment_of(p);
     unsigned at = (unsigned)(((uintptr_t)p >> HEAP_SLICE_SHIFT) & (HEAP_SLICES - 1));
     mote_free(p);
+    /* the thread's run cache keeps it (its bigger block): to the arena now */
+    mote__runcache_flush(mote__heap_tls);
     heap_lock_acquire(&mote__heap_arena_lock);
     if (seg->free_mask != ~1ULL) { /* (when other tests ran in this process) */
         heap_lock_release(&mote__heap_arena_lock);
