@@ -179,6 +179,18 @@ const mote__option mote__options[OPT_COUNT] = {
              "mean bytes allocated between two sampled allocations of the heap profiler, "
              "1-1G, K/M/G suffixes",
          .expect = "a size from 1 to 1G (suffixes K, M, G)"},
+    [OPT_HEAPPROFILE_SIGNAL] =
+        {.name = "MOTE_HEAPPROFILE_SIGNAL",
+         .kind = OPT_KIND_CHOICE,
+         .scope = OPT_HEAP,
+         .choices = "off,usr1,usr2,sigusr1,sigusr2",
+         .def = 0,
+         .def_doc = "off",
+         .doc = "`usr1` or `usr2`: with `MOTE_HEAPPROFILE` set, each SIGUSR1 (SIGUSR2) "
+                "writes a profile to that file name followed by `.1`, `.2`, ... and "
+                "the program goes on, so a running program can be profiled without "
+                "a change",
+         .expect = "off, usr1 or usr2"},
 };
 
 static uint64_t option_reported[OPT_COUNT]; /* option_hash of the value; atomic */

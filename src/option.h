@@ -32,6 +32,7 @@ enum mote__opt {
     OPT_SIGQUIT,
     OPT_HEAPPROFILE,
     OPT_HEAPPROFILE_RATE,
+    OPT_HEAPPROFILE_SIGNAL,
     OPT_COUNT
 };
 

@@ -5,9 +5,10 @@
  * pprof -top` must name those functions with in-use and allocated bytes
  * within 10% of the truth - through mote_malloc (libmote) and through plain
  * malloc in a program under LD_PRELOAD=libmote-malloc.so.  Also: the
- * profile is written at exit (%p becomes the pid), an invalid rate stops
- * mote_run, threads sampling while profiles are written (TSan), and
- * mote_heap_profile_write without the profiler says -ENODATA.
+ * profile is written at exit (%p becomes the pid) and on
+ * MOTE_HEAPPROFILE_SIGNAL's signal, an invalid rate stops mote_run, threads
+ * sampling while profiles are written (TSan), and mote_heap_profile_write
+ * without the profiler says -ENODATA.
  *
  * The pprof cases exit 77 (skip) when `go` is not installed; the
  * LD_PRELOAD case also in sanitizer builds (the sanitizer owns malloc).
@@ -19,6 +20,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -457,6 +459,122 @@ TEST(profile_is_written_at_exit_with_the_pid_in_its_name)
     char want[PATH_MAX + 300];
     snprintf(want, sizeof want, "%s/pid.%d.heap", dir, (int)pid);
     CHECK(IS_PROFILE(want));
+}
+
+/* ---- profiles on a signal (MOTE_HEAPPROFILE_SIGNAL) ---- */
+
+enum { SIG_BLOCKS = 2000, SIG_SIZE = 4000 };
+static void *volatile sig_kept[SIG_BLOCKS];
+
+__attribute__((noinline)) void site_signal_kept(void)
+{
+    for (int i = 0; i < SIG_BLOCKS; i++) {
+        sig_kept[i] = mote_malloc(SIG_SIZE);
+        CHECK(sig_kept[i] != NULL);
+        memset(sig_kept[i], 1, SIG_SIZE);
+    }
+}
+
+static bool scavenger_runs(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    CHECK(d != NULL);
+    bool found = false;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        char path[300], comm[32] = {0};
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0)
+            continue;
+        found = read(fd, comm, sizeof comm - 1) > 0 && !strcmp(comm, "mote-scavenger\n");
+        close(fd);
+    }
+    closedir(d);
+    return found;
+}
+
+/* Waits (10 s at most) for the profile the signal asked for. */
+static void wait_for_profile(const char *path)
+{
+    for (int i = 0; i < 10000 && !IS_PROFILE(path); i++)
+        usleep(1000);
+    CHECK(IS_PROFILE(path));
+}
+
+TEST(child_on_signal)
+{
+    if (!is_child())
+        return;
+    char base[PATH_MAX], p1[PATH_MAX + 8], p2[PATH_MAX + 8];
+    snprintf(base, sizeof base, "%s", getenv("MOTE_HEAPPROFILE"));
+    snprintf(p1, sizeof p1, "%s.1", base);
+    snprintf(p2, sizeof p2, "%s.2", base);
+    site_signal_kept();
+    /* Nothing was freed yet: no scavenger, the handler writes. */
+    bool by_handler = !scavenger_runs();
+    CHECK_EQ(raise(SIGUSR1), 0);
+    if (by_handler)
+        CHECK(IS_PROFILE(p1)); /* written before raise returned */
+    wait_for_profile(p1);
+    /* Freed pages start the scavenger, which then writes them. */
+    for (int i = 0; i < SIG_BLOCKS; i++)
+        mote_free(sig_kept[i]);
+    for (int i = 0; i < 10000 && !scavenger_runs(); i++)
+        usleep(1000);
+    CHECK(scavenger_runs());
+    CHECK_EQ(raise(SIGUSR1), 0);
+    wait_for_profile(p2);
+    fprintf(stderr, "first profile written by the %s, second by the scavenger\n",
+            by_handler ? "handler" : "scavenger");
+    exit(0);
+}
+
+TEST(a_signal_writes_a_numbered_profile_and_the_program_goes_on)
+{
+    find_self();
+    char base[PATH_MAX + 300], p1[PATH_MAX + 310], p2[PATH_MAX + 310];
+    snprintf(base, sizeof base, "%s/signal.heap", dir);
+    snprintf(p1, sizeof p1, "%s.1", base);
+    snprintf(p2, sizeof p2, "%s.2", base);
+    const char *env[] = {"MOTE_HEAPPROFILE",
+                         base,
+                         "MOTE_HEAPPROFILE_RATE",
+                         "4K",
+                         "MOTE_HEAPPROFILE_SIGNAL",
+                         "usr1",
+                         NULL};
+    CHECK_EQ(run_child(env, self, "child_on_signal"), 0);
+    CHECK(IS_PROFILE(p1) && IS_PROFILE(p2) && IS_PROFILE(base));
+    if (!have_go()) {
+        fprintf(stderr, "go is not installed: the profiles' contents are not read\n");
+        return;
+    }
+    /* The first while the blocks lived, the second after their free. */
+    double live = (double)SIG_BLOCKS * SIG_SIZE;
+    double in1 = pprof_bytes(self, p1, "inuse_space", "site_signal_kept");
+    double in2 = pprof_bytes(self, p2, "inuse_space", "site_signal_kept");
+    double al2 = pprof_bytes(self, p2, "alloc_space", "site_signal_kept");
+    fprintf(stderr, "in use %.0f then %.0f, allocated %.0f (true %.0f)\n", in1, in2, al2,
+            live);
+    CHECK(in1 >= 0.9 * live && in1 <= 1.1 * live);
+    CHECK(in2 <= 0.01 * live);
+    CHECK(al2 >= 0.9 * live && al2 <= 1.1 * live);
+}
+
+TEST(a_profile_signal_without_the_profiler_or_a_bad_one_is_reported)
+{
+    find_self();
+    char err[4096];
+    const char *alone[] = {"MOTE_HEAPPROFILE_SIGNAL", "usr2", NULL};
+    CHECK_EQ(run_child_err(alone, self, "child_exit_only", err, sizeof err), 0);
+    if (!strstr(err, "MOTE_HEAPPROFILE_SIGNAL is set without MOTE_HEAPPROFILE"))
+        fprintf(stderr, "got: %s\n", err);
+    CHECK(strstr(err, "MOTE_HEAPPROFILE_SIGNAL is set without MOTE_HEAPPROFILE") != NULL);
+    const char *bad[] = {"MOTE_HEAPPROFILE_SIGNAL", "kill", NULL};
+    CHECK_EQ(run_child(bad, self, "child_run"), EINVAL);
+    CHECK_EQ(run_child_err(bad, self, "child_exit_only", err, sizeof err), 0);
+    CHECK(strstr(err, "MOTE_HEAPPROFILE_SIGNAL") != NULL);
 }
 
 static void quick(void *arg) { (void)arg; }

@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,8 @@ static void heap_config_load(void)
         mote__heap_cfg.hugepages = v == 1;
     if (mote__option_read(OPT_HEAPPROFILE_RATE, &v) == 0)
         mote__heap_cfg.prof_rate = v;
+    if (mote__option_read(OPT_HEAPPROFILE_SIGNAL, &v) == 0 && v)
+        mote__heap_cfg.prof_signal = v % 2 ? SIGUSR1 : SIGUSR2; /* usr1 or sigusr1: odd */
     if (mote__option_read(OPT_HEAPPROFILE, &v) == 0 && v) {
         /* A copy: a program that rewrites its environment for its process
          * title (nginx, postgres) wiped the path, and wrote no profile. */

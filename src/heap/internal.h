@@ -500,6 +500,7 @@ typedef struct heap_config {
     int stats;             /* 0 none, 1 text, 2 json */
     const char *prof_path; /* MOTE_HEAPPROFILE (a copy), NULL: profiler off */
     uint64_t prof_rate;    /* MOTE_HEAPPROFILE_RATE */
+    int prof_signal;       /* MOTE_HEAPPROFILE_SIGNAL: SIGUSR1, SIGUSR2 or 0 */
     bool hugepages;        /* MOTE_MALLOC_HUGEPAGES: huge blocks ask for THP */
 } heap_config;
 extern heap_config mote__heap_cfg;
@@ -725,6 +726,10 @@ void mote__scavenger_kick_kept(void);
 /* Dirty free slices or cached blocks appeared (any thread, any lock). */
 void mote__scavenger_note_dirty(void);
 void mote__scavenger_fork_child(void);
+/* From a signal handler: wakes the scavenger, whatever it sleeps on, so it
+ * looks at its work now; false when it does not run (not started, or
+ * could not be). */
+bool mote__scavenger_wake_now(void);
 
 /* ---- api.c ---- */
 void mote__heap_release_all(void);
@@ -759,6 +764,11 @@ void mote__prof_free(heap_page *pg, const void *p);
 /* Usable bytes of a block of a page that holds sampled blocks. */
 size_t mote__prof_usable(const heap_page *pg);
 void mote__prof_write_at_exit(void);
+/* Set by MOTE_HEAPPROFILE_SIGNAL's handler: a profile is to be written
+ * (atomic).  The scavenger, or the handler when it does not run, calls
+ * mote__prof_dump_pending, which writes it when the flag is set. */
+extern int mote__prof_dump_req;
+void mote__prof_dump_pending(void);
 int mote__prof_write(int fd);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * profile.c - the sampling heap profiler (MOTE_HEAPPROFILE,
- * MOTE_HEAPPROFILE_RATE, mote_heap_profile_write).
+ * MOTE_HEAPPROFILE_RATE, MOTE_HEAPPROFILE_SIGNAL, mote_heap_profile_write).
  *
  * Sampling: each cache counts the bytes its thread allocates down from an
  * interval drawn from an exponential distribution of mean R (the rate), in
@@ -107,6 +107,8 @@ _Static_assert(sizeof(prof) == 64, "what a sample reads is one line");
  * in the zero page). */
 static uint32_t prof_used[PROF_BUCKETS];
 static int prof_pid; /* the process that read MOTE_HEAPPROFILE */
+int mote__prof_dump_req;
+static uint32_t prof_dump_seq; /* profiles written on the signal (its writer's) */
 
 static inline prof_counts *prof_counts_of(uint32_t stripe, uint32_t b)
 {
@@ -129,10 +131,31 @@ static inline void prof_count(const heap_tcache *h, uint32_t b, bool freed, uint
     }
 }
 
+/* MOTE_HEAPPROFILE_SIGNAL's handler.  The profile is written by the
+ * scavenger thread, not here: a program's thread (a mote worker, say)
+ * would stop for as long as the write takes (reading every mapped
+ * object's symbols).  Where no scavenger runs yet (it starts with the
+ * first page a free gives back) or any more (a fork's child), here:
+ * prof_write_impl allocates nothing and tells a thread interrupted in its
+ * own write (-EDEADLK). */
+static void prof_on_signal(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig, (void)si, (void)uc;
+    int saved = errno;
+    STORE(&mote__prof_dump_req, 1, SEQ_CST);
+    if (!mote__scavenger_wake_now())
+        mote__prof_dump_pending();
+    errno = saved;
+}
+
 void mote__prof_init(void)
 {
-    if (!mote__heap_cfg.prof_path)
+    if (!mote__heap_cfg.prof_path) {
+        if (mote__heap_cfg.prof_signal)
+            mote__os_write_err("mote: MOTE_HEAPPROFILE_SIGNAL is set without "
+                               "MOTE_HEAPPROFILE: no profiler, no signal handler\n");
         return;
+    }
     size_t tsize = sizeof(prof_bucket) * PROF_BUCKETS;
     size_t csize = sizeof(prof_counts) * PROF_BUCKETS;
     uint8_t *m = mote__os_map_aligned(tsize + csize * PROF_STRIPES, HEAP_OS_PAGE, true);
@@ -151,6 +174,10 @@ void mote__prof_init(void)
     prof.nused = 1;
     prof_pid = (int)getpid();
     STORE(&mote__prof_on, 1, RELEASE);
+    if (mote__heap_cfg.prof_signal &&
+        mote__os_signal_install_plain(mote__heap_cfg.prof_signal, prof_on_signal) != 0)
+        mote__os_write_err("mote: MOTE_HEAPPROFILE_SIGNAL: cannot install the signal "
+                           "handler; profiles are written at exit only\n");
 }
 
 /* -ln(u) * R for u uniform in (0, 1), without libm and without a loop:
@@ -1111,7 +1138,10 @@ static int prof_write_impl(int fd, bool at_exit)
 
 int mote__prof_write(int fd) { return prof_write_impl(fd, false); }
 
-void mote__prof_write_at_exit(void)
+/* Writes the profile to MOTE_HEAPPROFILE's file ("%p": the pid), with
+ * ".<seq>" after it when seq is not 0 (one written on the signal).  No
+ * allocation and no stdio: the signal's handler may call it. */
+static void prof_write_file(uint32_t seq, bool at_exit)
 {
     const char *path = mote__heap_cfg.prof_path;
     if (!LOAD(&mote__prof_on, ACQUIRE) || !path)
@@ -1122,21 +1152,24 @@ void mote__prof_write_at_exit(void)
     size_t n = 0;
     bool pid_in_name = false;
     const char *s = path;
+    char d[24];
     for (; *s && n < sizeof name - 24; s++) {
         if (s[0] == '%' && s[1] == 'p') {
-            char d[16];
-            int i = 16, pid = (int)getpid();
-            do {
-                d[--i] = (char)('0' + pid % 10);
-                pid /= 10;
-            } while (pid);
-            memcpy(name + n, d + i, (size_t)(16 - i));
-            n += (size_t)(16 - i);
+            const char *pid = mote__os_u64_str((uint64_t)getpid(), d);
+            size_t k = strlen(pid);
+            memcpy(name + n, pid, k);
+            n += k;
             s++;
             pid_in_name = true;
         } else {
             name[n++] = *s;
         }
+    }
+    if (seq) {
+        const char *q = mote__os_u64_str(seq, d);
+        name[n++] = '.';
+        memcpy(name + n, q, strlen(q));
+        n += strlen(q);
     }
     name[n] = 0;
     if (!pid_in_name && (int)getpid() != prof_pid)
@@ -1154,27 +1187,39 @@ void mote__prof_write_at_exit(void)
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     if (fd < 0) {
         const char *why = strerrordesc_np(errno);
-        char msg[320];
-        snprintf(msg, sizeof msg, "mote: MOTE_HEAPPROFILE: cannot open %.180s: %s\n",
-                 name, why ? why : "unknown error");
-        mote__os_write_err(msg);
+        mote__os_write_err4("mote: MOTE_HEAPPROFILE: cannot open ", name, ": ",
+                            why ? why : "unknown error");
+        mote__os_write_err("\n");
         return;
     }
-    int r = prof_write_impl(fd, true);
-    if (r == -EBUSY) {
-        mote__os_write_err(
-            "mote: MOTE_HEAPPROFILE: another thread is still writing a "
-            "profile (a reader that does not read?): none written at exit\n");
+    int r = prof_write_impl(fd, at_exit);
+    if (r == -EBUSY || r == -EDEADLK) {
+        mote__os_write_err(at_exit ? "mote: MOTE_HEAPPROFILE: another thread is still "
+                                     "writing a profile (a reader that does not "
+                                     "read?): none written at exit\n"
+                                   : "mote: MOTE_HEAPPROFILE_SIGNAL: the thread that "
+                                     "took the signal was writing a profile: none "
+                                     "written for it\n");
         close(fd);
         return;
     }
     if (close(fd) != 0 && r == 0)
         r = -errno;
     if (r < 0) { /* a full disk, say: the file is not a profile */
-        char msg[256];
         const char *why = strerrordesc_np(-r);
-        snprintf(msg, sizeof msg, "mote: MOTE_HEAPPROFILE: writing %.160s failed: %s\n",
-                 name, why ? why : "unknown error");
-        mote__os_write_err(msg);
+        mote__os_write_err4("mote: MOTE_HEAPPROFILE: writing ", name,
+                            " failed: ", why ? why : "unknown error");
+        mote__os_write_err("\n");
     }
+}
+
+void mote__prof_write_at_exit(void) { prof_write_file(0, true); }
+
+void mote__prof_dump_pending(void)
+{
+    if (!LOAD(&mote__prof_dump_req, RELAXED) || !XCHG(&mote__prof_dump_req, 0, ACQ_REL))
+        return;
+    /* The scavenger's, or a handler's: two handlers of different threads
+     * may count at once (the atomic keeps their names apart). */
+    prof_write_file(FETCH_ADD(&prof_dump_seq, 1, RELAXED) + 1, false);
 }

@@ -15,7 +15,9 @@
  * thread cache keeping a big block pokes only when the thread sleeps
  * without a timeout, which it does only after a heavy fence (asym.h) and a
  * last look at every cache.  The thread's signals are blocked, so it never
- * runs a program's signal handler.
+ * runs a program's signal handler.  It also writes the heap profiles
+ * MOTE_HEAPPROFILE_SIGNAL asks for (profile.c): the handler sets a flag and
+ * wakes it (mote__scavenger_wake_now), so no program thread stops for it.
  */
 
 #include "heap/internal.h"
@@ -38,6 +40,15 @@ static void scavenger_poke(void)
 }
 
 void mote__scavenger_note_dirty(void) { scavenger_poke(); }
+
+bool mote__scavenger_wake_now(void)
+{
+    if (LOAD(&scav_state, ACQUIRE) != 1)
+        return false;
+    FETCH_ADD(&scav_seq, 1, SEQ_CST);
+    mote__os_futex_wake(&scav_seq, 1);
+    return true;
+}
 
 void mote__scavenger_kick(void)
 {
@@ -78,6 +89,7 @@ static void *scavenger_main(void *arg)
     mote__os_thread_name("mote-scavenger");
     for (;;) {
         int seq = LOAD(&scav_seq, SEQ_CST);
+        mote__prof_dump_pending(); /* MOTE_HEAPPROFILE_SIGNAL */
         uint32_t decay = mote__heap_cfg.decay_ms;
         long next = mote__tcache_collect_dead(false, decay);
         next = min_wait(next, mote__runcache_scavenge(decay));
@@ -108,6 +120,7 @@ static void scavenger_inline(void)
     uint32_t period = mote__heap_cfg.decay_ms > 10 ? mote__heap_cfg.decay_ms / 2 : 5;
     if (now - last < period || !CAS(&scav_inline_last, &last, now, RELAXED))
         return;
+    mote__prof_dump_pending(); /* (a signal that came while the start failed) */
     mote__tcache_collect_dead(false, mote__heap_cfg.decay_ms);
     mote__runcache_scavenge(mote__heap_cfg.decay_ms);
     mote__arena_scavenge(mote__heap_cfg.decay_ms);

@@ -143,6 +143,10 @@ char *mote__os_u64_str(uint64_t v, char *buf);
  * the previous disposition in *prev.  0 or -errno. */
 int mote__os_signal_install(int sig, void (*handler)(int, siginfo_t *, void *),
                             struct sigaction *prev);
+/* Installs handler for sig (SA_SIGINFO | SA_RESTART: blocked while it
+ * runs, no alternate stack) for good, for a signal the program asked mote
+ * to answer.  0 or -errno. */
+int mote__os_signal_install_plain(int sig, void (*handler)(int, siginfo_t *, void *));
 /* Passes a signal on to the disposition saved in prev, as if mote had no
  * handler: the previous handler runs, or the default action is re-armed so
  * that returning re-executes the fault and takes it. */

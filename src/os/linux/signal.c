@@ -26,6 +26,16 @@ int mote__os_signal_install(int sig, void (*handler)(int, siginfo_t *, void *),
     return sigaction(sig, &sa, prev) == 0 ? 0 : -errno;
 }
 
+int mote__os_signal_install_plain(int sig, void (*handler)(int, siginfo_t *, void *))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(sig, &sa, NULL) == 0 ? 0 : -errno;
+}
+
 void mote__os_signal_forward(int sig, siginfo_t *si, void *uc,
                              const struct sigaction *prev)
 {
