@@ -51,15 +51,34 @@ TEST_SETUP
     setenv("MOTE_WORKERS", "2", 1);
 }
 
-/* Whether this run freezes; says why not. */
-static bool freezing(void)
+/* Why this run does not freeze, from the metrics; NULL when it does. */
+static const char *not_freezing(void)
 {
     if (metric("/stacks/freeze/mode:enum") == 1)
-        return true;
-    printf("skipped: stacks are not frozen here (off-reason %llu)\n",
-           (unsigned long long)metric("/stacks/freeze/off-reason:enum"));
-    return false;
+        return NULL;
+    if (metric("/stacks/freeze/mode:enum") == 2)
+        return "stacks are frozen only with a user-mode-only userfaultfd here";
+    switch (metric("/stacks/freeze/off-reason:enum")) {
+    case 1: return "stacks are not frozen: MOTE_STACK_FREEZE=off";
+    case 2:
+        return "stacks are not frozen: full-mode userfaultfd denied (privilege, seccomp)";
+    case 3:
+        return "stacks are not frozen: the kernel has no userfaultfd or write-protect";
+    case 4: return "stacks are not frozen: MOTE_STACK_GUARD=mprotect";
+    case 5: return "stacks are not frozen: under valgrind";
+    case 6: return "stacks are not frozen: MOTE_STACK_TRIM=off";
+    default: return "stacks are not frozen here (an unknown off-reason)";
+    }
 }
+
+/* Ends the case as skipped, saying why, where this run does not freeze
+ * (from a case's body or from the main task of a run it started). */
+#define NEED_FREEZING()                       \
+    do {                                      \
+        const char *nf_why_ = not_freezing(); \
+        if (nf_why_)                          \
+            TEST_SKIP(nf_why_);               \
+    } while (0)
 
 /* Waits (30 s at most: a loaded machine) until n tasks are frozen. */
 static bool wait_frozen(uint64_t n)
@@ -105,8 +124,7 @@ static void idle_task(void *arg)
 
 TEST_TASK(idle_tasks_freeze_and_wake_intact)
 {
-    if (!freezing())
-        return;
+    NEED_FREEZING();
     idle_ch = mote_chan_make(sizeof(long), 0);
     mote_wg_add(&idle_parked, IDLE_N);
     mote_wg_add(&idle_done, IDLE_N);
@@ -223,8 +241,7 @@ static void k_send(void *arg)
 
 TEST_TASK(every_kind_of_wait_wakes_from_frozen)
 {
-    if (!freezing())
-        return;
+    NEED_FREEZING();
     sel_a = mote_chan_make(sizeof(long), 0);
     sel_b = mote_chan_make(sizeof(long), 0);
     buf_ch = mote_chan_make(sizeof(long), 0);
@@ -284,8 +301,7 @@ static void sleeper(void *arg)
 
 TEST_TASK(a_timer_wakes_a_frozen_sleeper)
 {
-    if (!freezing())
-        return;
+    NEED_FREEZING();
     CHECK_EQ(mote_go(sleeper, NULL), 0);
     CHECK(wait_frozen(1));
     uint64_t resume0 = metric("/stacks/thaws/resume:events");
@@ -388,8 +404,7 @@ static void *ham_kernel(void *arg)
 
 TEST_TASK(writes_racing_freezes_are_never_lost)
 {
-    if (!freezing())
-        return;
+    NEED_FREEZING();
     ham_exit = mote_chan_make(0, 0);
     for (long i = 0; i < HAM_TASKS; i++)
         CHECK_EQ(mote_go(ham_task, (void *)(intptr_t)i), 0);
@@ -451,8 +466,7 @@ static void *sys_thread(void *arg)
 
 TEST_TASK(a_system_call_into_a_frozen_stack_waits_for_the_thaw)
 {
-    if (!freezing())
-        return;
+    NEED_FREEZING();
     sys_ch = mote_chan_make(0, 0);
     CHECK_EQ(mote_go(sys_task, NULL), 0);
     while (!atomic_load(&sys_buf))
@@ -493,8 +507,7 @@ static void diag_task(void *arg)
 
 TEST_TASK(a_dump_reads_frozen_stacks_without_thawing)
 {
-    if (!freezing())
-        return;
+    NEED_FREEZING();
     diag_ch = mote_chan_make(0, 0);
     mote_task_opts o = MOTE_TASK_OPTS_INIT;
     o.name = "iced";
@@ -546,8 +559,7 @@ static void forever_on_a_pipe(void *arg)
 
 static void ends_frozen_main(void *arg)
 {
-    (void)arg;
-    if (!freezing())
+    if ((*(const char **)arg = not_freezing()))
         return;
     for (int i = 0; i < 100; i++)
         CHECK_EQ(mote_go(i % 3 == 0   ? forever
@@ -564,7 +576,14 @@ TEST(runs_end_with_frozen_tasks_and_start_again)
     CHECK_EQ(pipe2(end_pipe, O_CLOEXEC), 0);
     uint64_t inuse = 0;
     for (int run = 0; run < 11; run++) {
-        CHECK_EQ(mote_run(ends_frozen_main, NULL), 0);
+        const char *why = NULL;
+        CHECK_EQ(mote_run(ends_frozen_main, &why), 0);
+        if (why) { /* no run would end with a frozen task */
+            CHECK_EQ(mote_chan_free(end_ch), 0);
+            mote_close(end_pipe[0]);
+            close(end_pipe[1]);
+            TEST_SKIP(why);
+        }
         CHECK_EQ(metric("/stacks/frozen:tasks"), 0);
         CHECK_EQ(metric("/stacks/frozen:bytes"), 0);
         if (run == 0) {
@@ -626,8 +645,7 @@ static void grow_task(void *arg)
 
 TEST_TASK(a_thawed_stack_grows_deep_in_few_round_trips)
 {
-    if (!freezing())
-        return;
+    NEED_FREEZING();
     grow_ch = mote_chan_make(0, 0);
     mote_task_opts o = MOTE_TASK_OPTS_INIT;
     o.stack_size = 128 * 1024;
@@ -671,9 +689,10 @@ static void deep_task(void *arg)
 static void deep_main(void *arg)
 {
     (void)arg;
-    if (metric("/stacks/freeze/mode:enum") != 1) {
-        fprintf(stderr, "stacks are not frozen here\n");
-        _exit(0);
+    const char *why = not_freezing();
+    if (why) {
+        fprintf(stderr, "%s", why);
+        _exit(77);
     }
     deep_ch = mote_chan_make(0, 0);
     mote_task_opts o = MOTE_TASK_OPTS_INIT;
@@ -715,10 +734,8 @@ TEST(a_frozen_task_that_overflows_later_is_still_caught)
     close(p[0]);
     int st;
     CHECK_EQ(waitpid(pid, &st, 0), pid);
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-        printf("skipped (in the child): %s", out);
-        return;
-    }
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
+        TEST_SKIP(out); /* the child's reason */
     /* under a sanitizer the process may end by exit, not by the signal */
     bool caught =
         TEST_SANITIZED ? !WIFEXITED(st) || WEXITSTATUS(st) < 3 : WIFSIGNALED(st);
@@ -811,6 +828,7 @@ static void re_ticker(void *arg)
 static void refreeze_main(void *arg)
 {
     (void)arg;
+    NEED_FREEZING();
     atomic_store(&re_done, 0);
     CHECK_EQ(mote_go(re_ticker, NULL), 0);
     for (int rep = 0; rep < 4; rep++) {
@@ -867,8 +885,7 @@ static void nb_spawn(void)
 
 TEST_TASK(a_task_thawed_in_place_freezes_again)
 {
-    if (!freezing())
-        return;
+    NEED_FREEZING();
     CHECK((nb_ch = mote_chan_make(sizeof(long), 0)) != NULL);
     CHECK_EQ(mote_wg_add(&nb_done, 2), 0);
     nb_spawn();
@@ -925,8 +942,7 @@ static UT_NO_PROBES void ut_task(void *arg)
 
 TEST_TASK(a_stack_page_never_written_freezes_and_thaws)
 {
-    if (!freezing())
-        return;
+    NEED_FREEZING();
     CHECK((ut_ch = mote_chan_make(sizeof(long), 0)) != NULL);
     CHECK_EQ(mote_go(ut_task, NULL), 0);
     CHECK(wait_frozen(1));
@@ -971,8 +987,7 @@ static UT_NO_PROBES void un_task(void *arg)
 
 TEST_TASK(neighbours_with_and_without_unwritten_pages_freeze_together)
 {
-    if (!freezing())
-        return;
+    NEED_FREEZING();
     CHECK((ut_ch = mote_chan_make(sizeof(long), 0)) != NULL);
     for (intptr_t i = 0; i < UN_TASKS; i++)
         CHECK_EQ(mote_go(un_task, (void *)i), 0);
@@ -1057,8 +1072,7 @@ static void *sig_sender(void *arg)
 static void main_signals(void *arg)
 {
     (void)arg;
-    if (!freezing())
-        return;
+    NEED_FREEZING();
     struct sigaction sa = {.sa_handler = sig_touch, .sa_flags = SA_RESTART}, old;
     CHECK_EQ(sigaction(SIGUSR1, &sa, &old), 0);
     CHECK_EQ(mote_wg_add(&sig_done, SIG_N), 0);
@@ -1126,8 +1140,7 @@ static void *mem_reader(void *arg)
 static void main_full_heap(void *arg)
 {
     (void)arg;
-    if (!freezing())
-        return;
+    NEED_FREEZING();
     mem_gate = mote_chan_make(0, 0);
     CHECK_EQ(mote_wg_add(&mem_done, MEM_N), 0);
     for (long i = 0; i < MEM_N; i++)
@@ -1165,7 +1178,8 @@ static void main_full_heap(void *arg)
 TEST(a_thaw_with_the_heap_at_its_limit_brings_the_stack_back)
 {
     if (TEST_SANITIZED)
-        return; /* the sanitizer's own allocations are not under the limit */
+        TEST_SKIP(
+            "under a sanitizer, whose own allocations are not under the heap's limit");
     CHECK_EQ(test_run_env("MOTE_STACK_FREEZE", "10ms", main_full_heap, NULL), 0);
 }
 
@@ -1200,8 +1214,7 @@ static void images_task(void *arg)
 
 TEST_TASK(images_freed_on_another_worker_go_back_while_it_sleeps)
 {
-    if (!freezing())
-        return;
+    NEED_FREEZING();
     images_gate = mote_chan_make(0, 0);
     uint64_t base = metric("/heap/inuse:bytes");
     mote_wg_add(&images_done, IMAGES_N);

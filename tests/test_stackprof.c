@@ -5,6 +5,7 @@
  * runs on a stack after its task returned.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,11 @@ static __attribute__((noinline)) void frame_of(size_t n)
 
 static void shallow(void *arg) { (void)arg; }
 static void deep12k(void *arg)
+{
+    (void)arg;
+    frame_of(12000);
+}
+static void deep12k_outlived(void *arg)
 {
     (void)arg;
     frame_of(12000);
@@ -134,11 +140,17 @@ static void probes24k(void *arg)
     __asm__ volatile("" : : "r"(buf) : "memory");
 }
 
+/* Sets *arg to why stacks are not frozen here, and then runs nothing. */
 static void probed_main(void *arg)
 {
-    (void)arg;
-    if (test_metric("/stacks/freeze/mode:enum") != 1) {
-        printf("skipped: stacks are not frozen here\n");
+    static char why[96];
+    uint64_t mode = test_metric("/stacks/freeze/mode:enum");
+    if (mode != 1) {
+        snprintf(why, sizeof why,
+                 "stacks are not frozen here (freeze mode %llu, off-reason %llu)",
+                 (unsigned long long)mode,
+                 (unsigned long long)test_metric("/stacks/freeze/off-reason:enum"));
+        *(const char **)arg = why;
         return;
     }
     /* one frozen task registers its chunk, where the probers' stacks are */
@@ -157,10 +169,11 @@ static void probed_main(void *arg)
 
 TEST(pages_mapped_ahead_of_a_growing_stack_are_not_its_depth)
 {
-    CHECK_EQ(test_run_env("MOTE_STACK_FREEZE", "1ms", probed_main, NULL), 0);
+    const char *why = NULL;
+    CHECK_EQ(test_run_env("MOTE_STACK_FREEZE", "1ms", probed_main, &why), 0);
+    if (why)
+        TEST_SKIP(why);
     report_to();
-    if (!strstr(report, "\"probes24k\""))
-        return; /* not frozen here: skipped above */
     long tasks, depth;
     entry("probes24k", &tasks, &depth);
     CHECK_EQ(tasks, 64);
@@ -168,11 +181,30 @@ TEST(pages_mapped_ahead_of_a_growing_stack_are_not_its_depth)
     CHECK(depth >= PROBED && depth <= PROBED + 4096 + (TEST_SANITIZED ? 16384 : 1024));
 }
 
+static void outlived_main(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 10; i++)
+        CHECK_EQ(mote_go(deep12k_outlived, NULL), 0);
+    /* exited, not discarded with the run: measured */
+    WAIT_UNTIL(test_metric("/tasks/live:tasks") <= 1, 60);
+}
+
 TEST(report_outlives_the_run_and_checks_its_fd)
 {
+    /* its own run: ctest runs each case in a fresh process */
+    CHECK_EQ(mote_run(outlived_main, NULL), 0);
     CHECK_EQ(mote_stack_report(-1), -EBADF);
-    report_to(); /* after the runs of this process, if any */
+    int ro = open("/dev/null", O_RDONLY);
+    CHECK(ro >= 0);
+    CHECK_EQ(mote_stack_report(ro), -EBADF); /* not open for writing */
+    close(ro);
+    report_to();
     CHECK(strstr(report, "\"entries\":["));
+    long tasks, depth;
+    entry("deep12k_outlived", &tasks, &depth);
+    CHECK_EQ(tasks, 10);
+    CHECK(depth >= 12000 && depth <= 12000 + (TEST_SANITIZED ? 16384 : 1024));
 }
 
 TEST_MAIN()
