@@ -562,6 +562,59 @@ TEST(a_signal_writes_a_numbered_profile_and_the_program_goes_on)
     CHECK(al2 >= 0.9 * live && al2 <= 1.1 * live);
 }
 
+/* A signal that lands on a small task stack before any scavenger runs:
+ * the write (~20 KiB of stack) would overflow it, so the handler leaves
+ * it to the scavenger, which writes it once frees start it. */
+static mote_wg sig_task_done = MOTE_WG_INIT;
+static bool sig_scavenger_before;
+
+static void sig_small_task(void *arg)
+{
+    (void)arg;
+    sig_scavenger_before = scavenger_runs();
+    CHECK_EQ(raise(SIGUSR1), 0);
+    CHECK_EQ(mote_wg_done(&sig_task_done), 0);
+}
+
+static void sig_task_main(void *arg)
+{
+    const char *p1 = arg;
+    site_signal_kept();
+    mote_task_opts o = {.stack_size = 16 * 1024};
+    CHECK_EQ(mote_wg_add(&sig_task_done, 1), 0);
+    CHECK_EQ(mote_go_ex(sig_small_task, NULL, &o), 0);
+    CHECK_EQ(mote_wg_wait(&sig_task_done), 0);
+    if (!sig_scavenger_before)
+        CHECK(!IS_PROFILE(p1)); /* not written on the task's stack */
+    for (int i = 0; i < SIG_BLOCKS; i++)
+        mote_free(sig_kept[i]);
+    wait_for_profile(p1);
+}
+
+TEST(child_on_signal_in_a_task)
+{
+    if (!is_child())
+        return;
+    char p1[PATH_MAX + 8];
+    snprintf(p1, sizeof p1, "%s.1", getenv("MOTE_HEAPPROFILE"));
+    CHECK_EQ(mote_run(sig_task_main, p1), 0);
+    fprintf(stderr, "a scavenger ran before the signal: %s\n",
+            sig_scavenger_before ? "yes" : "no");
+    exit(0);
+}
+
+TEST(a_signal_on_a_small_task_stack_leaves_the_write_to_the_scavenger)
+{
+    find_self();
+    char base[PATH_MAX + 300], p1[PATH_MAX + 310];
+    snprintf(base, sizeof base, "%s/task-signal.heap", dir);
+    snprintf(p1, sizeof p1, "%s.1", base);
+    const char *env[] = {"MOTE_HEAPPROFILE", base, "MOTE_HEAPPROFILE_SIGNAL", "usr1",
+                         NULL};
+    CHECK_EQ(run_child(env, self, "child_on_signal_in_a_task"), 0);
+    CHECK(IS_PROFILE(p1));
+}
+
 TEST(a_profile_signal_without_the_profiler_or_a_bad_one_is_reported)
 {
     find_self();

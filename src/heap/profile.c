@@ -131,20 +131,28 @@ static inline void prof_count(const heap_tcache *h, uint32_t b, bool freed, uint
     }
 }
 
+/* The runtime's (heap.h): the top of the task stack holding sp, or 0. */
+static uintptr_t (*prof_task_top)(uintptr_t sp);
+
 /* MOTE_HEAPPROFILE_SIGNAL's handler.  The profile is written by the
  * scavenger thread, not here: a program's thread (a mote worker, say)
  * would stop for as long as the write takes (reading every mapped
  * object's symbols).  Where no scavenger runs yet (it starts with the
  * first page a free gives back) or any more (a fork's child), here:
  * prof_write_impl allocates nothing and tells a thread interrupted in its
- * own write (-EDEADLK). */
+ * own write (-EDEADLK).  But not on a mote task's stack, which may be
+ * 8 KiB where the write takes ~20: there the request waits for the
+ * scavenger's first round. */
 static void prof_on_signal(int sig, siginfo_t *si, void *uc)
 {
     (void)sig, (void)si, (void)uc;
     int saved = errno;
     STORE(&mote__prof_dump_req, 1, SEQ_CST);
-    if (!mote__scavenger_wake_now())
-        mote__prof_dump_pending();
+    if (!mote__scavenger_wake_now()) {
+        uintptr_t (*top_of)(uintptr_t) = LOAD(&prof_task_top, ACQUIRE);
+        if (!top_of || !top_of((uintptr_t)__builtin_frame_address(0)))
+            mote__prof_dump_pending();
+    }
     errno = saved;
 }
 
@@ -222,9 +230,6 @@ void mote__prof_cache_init(heap_tcache *h)
         h->prof_rng = ((uintptr_t)h ^ mote__heap_key ^ (uint64_t)mote__os_now_ns()) | 1;
     h->sample_left = prof_interval(h);
 }
-
-/* The runtime's (heap.h): the top of the task stack holding sp, or 0. */
-static uintptr_t (*prof_task_top)(uintptr_t sp);
 
 void mote__heap_set_task_stacks(uintptr_t (*top_of)(uintptr_t sp))
 {
