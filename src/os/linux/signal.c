@@ -13,27 +13,29 @@
 #include <time.h>
 #include <unistd.h>
 
-int mote__os_signal_install(int sig, void (*handler)(int, siginfo_t *, void *),
-                            struct sigaction *prev)
+/* SA_RESTART for both: a signal mote sends itself (stall reports), or one
+ * the program asked it to answer, must not turn a blocking system call
+ * into EINTR. */
+static int signal_install(int sig, void (*handler)(int, siginfo_t *, void *), int flags,
+                          struct sigaction *prev)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = handler;
-    /* SA_RESTART: a signal mote sends itself (stall reports) must not turn
-     * a task's blocking system call into EINTR. */
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER | SA_RESTART;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | flags;
     sigemptyset(&sa.sa_mask);
     return sigaction(sig, &sa, prev) == 0 ? 0 : -errno;
 }
 
+int mote__os_signal_install(int sig, void (*handler)(int, siginfo_t *, void *),
+                            struct sigaction *prev)
+{
+    return signal_install(sig, handler, SA_ONSTACK | SA_NODEFER, prev);
+}
+
 int mote__os_signal_install_plain(int sig, void (*handler)(int, siginfo_t *, void *))
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = handler;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    return sigaction(sig, &sa, NULL) == 0 ? 0 : -errno;
+    return signal_install(sig, handler, 0, NULL);
 }
 
 void mote__os_signal_forward(int sig, siginfo_t *si, void *uc,
