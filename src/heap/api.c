@@ -117,9 +117,10 @@ static bool heap_free_already(const void *p)
         return LOAD(&pg->first, RELAXED) == p && page_used(pg) == 0;
     if (kind != HEAP_PAGE_SMALL && kind != HEAP_PAGE_BITMAP)
         return false;
-    uint64_t off = u - (uintptr_t)pg->start, i = (off * pg->div_magic) >> 40;
-    if (i * pg->bsize != off || !page_carved(pg, off))
+    uint64_t off = u - (uintptr_t)pg->start;
+    if (!page_block_at(pg, off))
         return false;
+    uint64_t i = page_block_index(pg, off);
     if (kind == HEAP_PAGE_BITMAP && i < 64 && (LOAD(&pg->bits, RELAXED) >> i & 1))
         return true;
     return ((const heap_block *)p)->cookie == (u ^ mote__heap_key);

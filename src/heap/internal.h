@@ -416,13 +416,20 @@ static inline bool page_carved(const heap_page *pg, uint64_t off)
 {
     return off < LOAD(&pg->carved, RELAXED);
 }
+/* The block of small or bitmap page pg that byte off (from its start) is
+ * in: off / bsize, by the page's reciprocal. */
+static inline __attribute__((always_inline)) uint64_t
+page_block_index(const heap_page *pg, uint64_t off)
+{
+    return (off * pg->div_magic) >> 40;
+}
 /* Whether off, from the start of small or bitmap page pg, is where one of
  * its carved blocks starts: a pointer malloc may have returned.  (Always
  * inlined: a call to it from free's fast path cost free a frame.) */
 static inline __attribute__((always_inline)) bool page_block_at(const heap_page *pg,
                                                                 uint64_t off)
 {
-    return ((off * pg->div_magic) >> 40) * pg->bsize == off && page_carved(pg, off);
+    return page_block_index(pg, off) * pg->bsize == off && page_carved(pg, off);
 }
 
 static inline uint32_t page_used(const heap_page *pg) { return LOAD(&pg->used, RELAXED); }

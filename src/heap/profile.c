@@ -1143,6 +1143,16 @@ static int prof_write_impl(int fd, bool at_exit)
 
 int mote__prof_write(int fd) { return prof_write_impl(fd, false); }
 
+/* v in decimal at name + n; the new length. */
+static size_t name_add_u64(char *name, size_t n, uint64_t v)
+{
+    char d[24];
+    const char *digits = mote__os_u64_str(v, d);
+    size_t k = strlen(digits);
+    memcpy(name + n, digits, k);
+    return n + k;
+}
+
 /* Writes the profile to MOTE_HEAPPROFILE's file ("%p": the pid), with
  * ".<seq>" after it when seq is not 0 (one written on the signal).  No
  * allocation and no stdio: the signal's handler may call it. */
@@ -1157,13 +1167,10 @@ static void prof_write_file(uint32_t seq, bool at_exit)
     size_t n = 0;
     bool pid_in_name = false;
     const char *s = path;
-    char d[24];
+    /* (the loop stops 24 bytes short: room for a pid, then ".<seq>") */
     for (; *s && n < sizeof name - 24; s++) {
         if (s[0] == '%' && s[1] == 'p') {
-            const char *pid = mote__os_u64_str((uint64_t)getpid(), d);
-            size_t k = strlen(pid);
-            memcpy(name + n, pid, k);
-            n += k;
+            n = name_add_u64(name, n, (uint64_t)getpid());
             s++;
             pid_in_name = true;
         } else {
@@ -1171,10 +1178,8 @@ static void prof_write_file(uint32_t seq, bool at_exit)
         }
     }
     if (seq) {
-        const char *q = mote__os_u64_str(seq, d);
         name[n++] = '.';
-        memcpy(name + n, q, strlen(q));
-        n += strlen(q);
+        n = name_add_u64(name, n, seq);
     }
     name[n] = 0;
     if (!pid_in_name && (int)getpid() != prof_pid)

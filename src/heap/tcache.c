@@ -237,8 +237,7 @@ static bool bm_retire(heap_page *pg)
 
 static inline unsigned block_index(const heap_page *pg, const void *p)
 {
-    uint64_t off = (uintptr_t)p - (uintptr_t)pg->start;
-    return (unsigned)((off * pg->div_magic) >> 40);
+    return (unsigned)page_block_index(pg, (uintptr_t)p - (uintptr_t)pg->start);
 }
 
 /* Block p of bitmap page pg, owned by h, is back. */
@@ -366,6 +365,21 @@ static void rbuf_send_all(heap_tcache *h)
     mote__assert(h->rbuf_n == 0);
 }
 
+/* A block of class cls from h's current page or list, as malloc's fast
+ * path takes one, else from mote__tcache_alloc_in; never sampled.  For the
+ * caches malloc's countdown does not serve: messages' and the shadow's. */
+static inline void *cache_take(heap_tcache *h, unsigned cls)
+{
+    heap_page *pg = h->cur[cls];
+    heap_block *b = pg->free;
+    if (HEAP_UNLIKELY(cls >= HEAP_BITMAP_CLS || !b))
+        return mote__tcache_alloc_in(h, cls);
+    pg->free = b->next;
+    page_used_add(pg, 1);
+    b->cookie = 0;
+    return b;
+}
+
 /* A message block, from h's secondary cache (the profiler's shadow): its
  * own pages, so messages, which live a different life from the program's
  * blocks, do not fragment the pages of the 512-byte class.  Never sampled.
@@ -374,16 +388,7 @@ static heap_msg *msg_alloc(heap_tcache *h)
 {
     unsigned msg_cls = sizeclass_of(sizeof(heap_msg));
     heap_tcache *s = mote__tcache_shadow(h);
-    if (s)
-        h = s;
-    heap_page *pg = h->cur[msg_cls];
-    heap_block *b = pg->free;
-    if (HEAP_UNLIKELY(!b))
-        return mote__tcache_alloc_in(h, msg_cls);
-    pg->free = b->next;
-    page_used_add(pg, 1);
-    b->cookie = 0;
-    return (heap_msg *)b;
+    return cache_take(s ? s : h, msg_cls);
 }
 
 /* Puts b, a block of cache to's, in the message being filled for to. */
@@ -1198,14 +1203,7 @@ void *mote__tcache_alloc_in(heap_tcache *h, unsigned cls)
 void *mote__tcache_alloc_shadow(heap_tcache *s, unsigned cls)
 {
     mote__assert(s->shadow_of);
-    heap_page *pg = s->cur[cls];
-    heap_block *b = pg->free;
-    if (cls >= HEAP_BITMAP_CLS || !b)
-        return mote__tcache_alloc_in(s, cls);
-    pg->free = b->next;
-    page_used_add(pg, 1);
-    b->cookie = 0;
-    return b;
+    return cache_take(s, cls);
 }
 
 void mote__tcache_free_shadow(heap_tcache *s, heap_page *pg, heap_block *b)
