@@ -10,7 +10,9 @@
  *   - inbox: tasks readied by other threads.  A lock-free LIFO stack that
  *     wakers push with one CAS and the owner empties with one exchange.
  *   - fresh: spawned, never-run tasks.  Spin-locked FIFO; idle workers steal
- *     from it, which is how spawns spread.  A task that has run never moves.
+ *     from it, which is how spawns spread (a few new tasks only once their
+ *     own worker has left them waiting 20 us).  A task that has run never
+ *     moves.
  *   - timers, a stack cache and the trim state of its parked tasks.  Owner
  *     only: a worker trims only its own tasks, between tasks, so no trim
  *     races a running task.
@@ -54,7 +56,11 @@ typedef struct worker {
     int fresh_lock;
     task *fresh_head, *fresh_tail;
     uint32_t fresh_n; /* atomic, for thieves to peek */
-    int sleeping;     /* futex word */
+    /* When a thief first found fresh tasks here (0: none since the queue
+     * was last empty; under fresh_lock).  Thieves leave a few of them to
+     * this worker for SCHED_STEAL_AGE_NS from then (sched.c). */
+    int64_t fresh_eyed;
+    int sleeping; /* futex word */
     timer_heap timers;
     stack_cache stacks;
     task *dead;   /* exited; released after the next switch */

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "mote.h"
@@ -412,6 +413,45 @@ TEST(a_spawning_thread_does_not_hold_back_woken_tasks)
     int r = mote_run(flood_main, NULL);
     unsetenv("MOTE_WORKERS");
     CHECK_EQ(r, 0);
+}
+
+/* A thief leaves a worker's few new tasks to it for a moment (where a
+ * task starts it runs for good), but a worker that stays busy loses them:
+ * one new task, or a fan-out, starts on the idle worker while the
+ * spawner never reaches a scheduling point.  Without the thief the spin
+ * below would end only at its 10 s limit. */
+static atomic_int spread_ran;
+static _Atomic pid_t spread_tid;
+
+static void spread_task(void *arg)
+{
+    (void)arg;
+    atomic_store(&spread_tid, gettid());
+    atomic_fetch_add(&spread_ran, 1);
+}
+
+static void spread_main(void *arg)
+{
+    int n = *(int *)arg;
+    pid_t me = gettid();
+    atomic_store(&spread_ran, 0);
+    atomic_store(&spread_tid, 0);
+    for (int i = 0; i < n; i++)
+        CHECK_EQ(mote_go(spread_task, NULL), 0);
+    int64_t t0 = mote_now();
+    while (atomic_load(&spread_ran) == 0 && mote_now() - t0 < 10000000000LL)
+        ; /* busy: no scheduling point */
+    CHECK(atomic_load(&spread_ran) > 0);
+    CHECK(atomic_load(&spread_tid) != me);
+}
+
+TEST(a_busy_worker_s_new_tasks_start_on_an_idle_one)
+{
+    setenv("MOTE_WORKERS", "2", 1);
+    int one = 1, many = 64;
+    CHECK_EQ(mote_run(spread_main, &one), 0);
+    CHECK_EQ(mote_run(spread_main, &many), 0);
+    unsetenv("MOTE_WORKERS");
 }
 
 TEST_MAIN()
