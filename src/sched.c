@@ -52,9 +52,9 @@
  * at 22, against 1 and 99 with this rule; chan_pingpong's runs at 2.4 us
  * a message went from 11 in 60 to 2.  5 us (Go's runnext grace is 3)
  * left 4 in 100: the spawner can be held longer than that here (the idle
- * worker its spawn woke may be put on its CPU).  A fan-out (more than a few) is spread at once:
- * spawning in batches of 1024, 8 runs took 372 ns a spawn against 304
- * when every batch waited its 20 us. */
+ * worker its spawn woke may be put on its CPU).  A fan-out (more than a
+ * few) is spread at once: spawning in batches of 1024, 8 runs took 372 ns
+ * a spawn against 304 when every batch waited its 20 us. */
 #define SCHED_STEAL_AGE_NS    20000
 #define SCHED_STEAL_FEW       8
 /* A sleeping worker whose heap cache has frees waiting wakes after this

@@ -336,6 +336,15 @@ static void range_reach(range *r, uint64_t end)
     r->cap = cap;
 }
 
+/* Marks len bytes from offset off of r covered (clipped to r's end). */
+static void range_cover(range *r, uint64_t off, uint64_t len)
+{
+    if (len > r->hi - r->lo - off)
+        len = r->hi - r->lo - off;
+    range_reach(r, off + len);
+    memset(r->cov + off, 1, (size_t)len);
+}
+
 static void add_range(analyzer *a, uint64_t lo, uint64_t hi)
 {
     if (a->nrg == MAX_RANGES)
@@ -816,9 +825,7 @@ static void run_path(analyzer *a, uint64_t addr, state s)
         }
         I->seen = key;
         range *rg = range_of(a, addr);
-        range_reach(rg, addr + I->len - rg->lo);
-        memset(rg->cov + (addr - rg->lo), 1,
-               (size_t)(addr + I->len <= rg->hi ? I->len : rg->hi - addr));
+        range_cover(rg, addr - rg->lo, I->len);
         a->cur->ninsns++;
 
         rv *sp = &s.r[RSP];
@@ -1196,9 +1203,7 @@ static void sweep_gaps(analyzer *a)
                 insn *I = &a->ins[idx];
                 if (I->op == OP_NOP || (I->op == OP_STOP && I->len == 1) ||
                     I->seen != SEEN_NONE) {
-                    range_reach(rg, off + I->len);
-                    memset(rg->cov + off, 1,
-                           I->len <= rg->hi - at ? I->len : rg->hi - at);
+                    range_cover(rg, off, I->len);
                     off += I->len;
                     continue;
                 }
