@@ -664,6 +664,37 @@ void mote__tcache_page_freed(heap_tcache *h, heap_page *pg);
 void mote__tcache_free_bitmap(heap_page *pg, void *p);
 /* A thread frees b (cookie set) of pg, whose owner is another cache. */
 void mote__tcache_free_remote(heap_page *pg, heap_block *b);
+
+/* The message slot of h that blocks of cache `to` wait in.  From to's
+ * address, not from a field of to: its id shared a line with the counters
+ * its owner bumps on every slow path, and that load was 60% of rbuf_put in
+ * larson (2 threads). */
+static inline heap_rbuf *heap_rbuf_of(heap_tcache *h, const heap_tcache *to)
+{
+    uintptr_t k = ((uintptr_t)to >> 6) * 0x9E3779B97F4A7C15ULL;
+    return &h->rbuf[k >> (64 - __builtin_ctz(HEAP_RBUF_SLOTS))];
+}
+
+/* mote__tcache_free_remote's common case, for a small page's block b
+ * (cookie set) of another thread's cache `to`: into the message being
+ * filled for to, when it has room to spare and no sweep of h's lists is
+ * due; false, having changed nothing, otherwise.  A thread that only frees
+ * what another allocated (a consumer) runs this once per block, and its
+ * length decides how many of the program's loads of the next blocks, lines
+ * another CPU wrote, can be in flight at once (bench/malloc/xthread: see
+ * heap_free_home). */
+static inline bool heap_rbuf_try(heap_tcache *h, heap_tcache *to, heap_block *b)
+{
+    heap_rbuf *r = heap_rbuf_of(h, to);
+    heap_msg *m = r->msg;
+    if (r->to != to || !m || m->n + 1 >= HEAP_RBUF_MAX ||
+        (h->sweep_ticks + 1) % HEAP_LIST_SWEEP_TICKS == 0)
+        return false;
+    m->blk[m->n++] = b;
+    h->rbuf_n++;
+    h->sweep_ticks++;
+    return true;
+}
 /* Blocks in h's foreign and recent lists or stash of class cls (any
  * thread: stats). */
 uint32_t mote__tcache_listed_count(const heap_tcache *h, unsigned cls);

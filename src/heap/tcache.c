@@ -395,11 +395,7 @@ static heap_msg *msg_alloc(heap_tcache *h)
 static inline __attribute__((always_inline)) void rbuf_put(heap_tcache *h,
                                                            heap_tcache *to, heap_block *b)
 {
-    /* The slot from to's address, not from a field of to: its id shared a
-     * line with the counters its owner bumps on every slow path, and that
-     * load was 60% of this function in larson (2 threads). */
-    uintptr_t k = ((uintptr_t)to >> 6) * 0x9E3779B97F4A7C15ULL;
-    heap_rbuf *r = &h->rbuf[k >> (64 - __builtin_ctz(HEAP_RBUF_SLOTS))];
+    heap_rbuf *r = heap_rbuf_of(h, to);
     if (r->to != to) {
         if (r->msg)
             rbuf_send(h, r);
