@@ -20,7 +20,9 @@
 #   prodcons     long producer/consumer churn with shifting sizes, 2 pairs;
 #                then again with every message written whole (prodcons-fill)
 #   xtstab       xthread with 1 pair run 5 times in a row (bimodality), its
-#                two threads pinned to two CPUs (XT_PIN=1)
+#                two threads pinned to two CPUs (XT_PIN=1); then 5 runs with
+#                no allocator in its loop (XT_POOL=1, bench=xtstab-pool): the
+#                spread the machine and the program give by themselves
 #   churn        rounds of 8 new threads churning 8 B..2 KiB objects, 1 in 100
 #                up to 200 KiB, 1 in 1000 up to 2 MiB, swapping some through
 #                a shared array (after mimalloc-bench's mstress); --full adds
@@ -226,6 +228,10 @@ for ((rep = 1; rep <= REPS; rep++)); do
                     one "$a" "$rep" "$BIN/xthread" 1 $XS_BLOCKS
             done
         done
+        for k in 1 2 3 4 5; do # (glibc's malloc only makes the pool)
+            EXTRA_ENV="XT_PIN=1 XT_POOL=1" BENCH_AS=xtstab-pool TAG=" run=$k" \
+                one glibc "$rep" "$BIN/xthread" 1 $XS_BLOCKS
+        done
     fi
     if want profile; then
         # The same program with the sampling heap profiler asked for and
@@ -398,6 +404,15 @@ def stab(L):
     return st(r)[0]
 table("xthread 1 pair, 5 runs in a row: slowest/fastest", "xtstab", by("xtstab", lambda d: "1 pair"),
       [("max/min", stab, lambda v: "%.2f" % v, True), ("secs", med("secs"), lambda v: "%.3f" % v, True)])
+xp = grp.get("xtstab-pool", [])
+if xp:
+    per = {}
+    for d in xp:
+        per.setdefault(d.get("rep"), []).append(f(d.get("secs")))
+    r = [max(v) / min(v) for v in per.values() if v and min(v) > 0]
+    if r:
+        print("  no allocator in the loop (XT_POOL=1): max/min=%.2f (worst repetition %.2f)  secs=%.3f"
+              % (st(r)[0], max(r), st([f(d.get("secs")) for d in xp])[0]))
 def pair_ratios(on, off):
     key = lambda d: (d.get("rep"), d.get("pair"))
     offs = {key(d): f(d.get("mops")) for d in off}

@@ -172,7 +172,7 @@ ALLOC_COLORS = {"mote": "#1f77b4", "glibc": "#7f7f7f", "tcmalloc": "#ff7f0e", "j
 # generic throughput and free-then-idle tables.
 ROUND2_BENCHES = {"large", "survivors", "larson", "threadreq", "prodcons", "prodcons-fill", "churn", "bigset", "mixsizes",
                   "largerand",
-                  "colour", "xtstab", "profile-on", "profile-off", "profile-file"}
+                  "colour", "xtstab", "xtstab-pool", "profile-on", "profile-off", "profile-file"}
 PALETTE = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
            "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"]
 
@@ -1119,17 +1119,31 @@ class Report:
                           "Its threads are not pinned."))
             md.append("| allocator | slowest/fastest (median over repetitions) | worst repetition | run time, all runs |")
             md.append("|---|---|---|---|")
-            for a in self.alloc_sorted(xs):
+
+            def spread(rows):
                 per = {}
-                for d in xs[a]:
+                for d in rows:
                     per.setdefault(d.get("rep", "0"), []).append(num(d, "secs"))
-                r = Stat([max(v) / min(v) for v in per.values() if v and min(v) > 0])
-                md.append("| %s | %s | %s | %s |" % (a, fmt_stat(r, lambda v: "%.2f" % v), fmt_num(r.hi, 2),
-                                                     fmt_stat(Stat([num(d, "secs") for d in xs[a]]),
+                return Stat([max(v) / min(v) for v in per.values() if v and min(v) > 0])
+
+            def row(name, rows, r):
+                md.append("| %s | %s | %s | %s |" % (name, fmt_stat(r, lambda v: "%.2f" % v), fmt_num(r.hi, 2),
+                                                     fmt_stat(Stat([num(d, "secs") for d in rows]),
                                                               lambda v: "%.3f s" % v)))
+            # the same program with no allocator in its loop (xthread.c,
+            # XT_POOL): the spread this machine gives by itself
+            pool = [d for v in self.malloc2_rows("xtstab-pool").values() for d in v]
+            rp = spread(pool) if pool else None
+            for a in self.alloc_sorted(xs):
+                r = spread(xs[a])
+                row(a, xs[a], r)
                 if a == "mote" and r:
                     self.add_summary("allocator round 2", "xthread: slowest of 5 runs ≤ 1.3× the fastest (every repetition)",
-                                     "mote %.2f (median), %.2f (worst repetition)" % (r.med, r.hi), r.hi <= 1.3)
+                                     "mote %.2f (median), %.2f (worst repetition)%s" % (
+                                         r.med, r.hi, "; no allocator in the loop: %.2f, %.2f" % (rp.med, rp.hi)
+                                         if rp else ""), r.hi <= 1.3)
+            if rp:
+                row("no allocator in the loop (`XT_POOL=1`)", pool, rp)
             md.append("")
         # profiler: pairs run back to back (run.sh); the verdict is the
         # median of their ratios
