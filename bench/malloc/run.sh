@@ -396,20 +396,19 @@ table("colour: the first line of 64 big blocks read in turn (ns/read, lines)", "
       by("colour", lambda d: "%d KiB" % (int(d["size"]) >> 10)),
       [("ns/read", med("ns_per_read"), lambda v: "%.2f" % v, True),
        ("lines", med("lines"), lambda v: "%.0f" % v, False)])
-def stab(L):
+def spreads(L):
+    # slowest/fastest of each repetition's runs
     per = {}
     for d in L:
         per.setdefault(d.get("rep"), []).append(f(d.get("secs")))
-    r = [max(v) / min(v) for v in per.values() if v and min(v) > 0]
-    return st(r)[0]
+    return [max(v) / min(v) for v in per.values() if v and min(v) > 0]
+def stab(L):
+    return st(spreads(L))[0]
 table("xthread 1 pair, 5 runs in a row: slowest/fastest", "xtstab", by("xtstab", lambda d: "1 pair"),
       [("max/min", stab, lambda v: "%.2f" % v, True), ("secs", med("secs"), lambda v: "%.3f" % v, True)])
 xp = grp.get("xtstab-pool", [])
 if xp:
-    per = {}
-    for d in xp:
-        per.setdefault(d.get("rep"), []).append(f(d.get("secs")))
-    r = [max(v) / min(v) for v in per.values() if v and min(v) > 0]
+    r = spreads(xp)
     if r:
         print("  no allocator in the loop (XT_POOL=1): max/min=%.2f (worst repetition %.2f)  secs=%.3f"
               % (st(r)[0], max(r), st([f(d.get("secs")) for d in xp])[0]))
