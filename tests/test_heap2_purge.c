@@ -441,6 +441,48 @@ TEST(bitmap_blocks_freed_on_their_thread_wait_in_a_bounded_stash)
     CHECK_EQ(mote__tcache_listed_count(mote__heap_tls, cls), 0);
 }
 
+/* A thread that holds many blocks of a class gets a bigger stash for it
+ * (as many as it holds, up to HEAP_STASH_MAX), and the stash shrinks back
+ * to its least room as the blocks are freed: after a mass free a thread
+ * keeps no more than before. */
+TEST(a_stash_grows_with_the_blocks_held_and_shrinks_as_they_go)
+{
+    enum { K = 600 };
+    const size_t n = 6000;
+    unsigned cls = sizeclass_of(n);
+    uint32_t lo = (uint32_t)(HEAP_STASH_BYTES / mote__sizeclass_size[cls]);
+    uint32_t hi = (uint32_t)(HEAP_STASH_MAX / mote__sizeclass_size[cls]);
+    CHECK(cls >= HEAP_BITMAP_CLS && 2 * lo < hi && hi < K);
+    mote_mem_release();
+    static void *v[K];
+    for (int i = 0; i < K; i++) {
+        v[i] = mote_malloc(n);
+        CHECK(v[i] != NULL);
+        memset(v[i], i, n);
+    }
+    uint32_t most = 0;
+    for (int i = 0; i < K; i++) {
+        for (size_t j = 0; j < n; j += 1000)
+            CHECK(((unsigned char *)v[i])[j] == (unsigned char)i);
+        mote_free(v[i]);
+        uint32_t held = mote__tcache_listed_count(mote__heap_tls, cls);
+        most = held > most ? held : most;
+        CHECK(held <= hi);
+        if (i == (int)(2 * lo))
+            CHECK(held > lo); /* 2*lo+1 freed, K-2*lo-1 still held: it grew */
+    }
+    CHECK(most > lo);
+    CHECK(mote__tcache_listed_count(mote__heap_tls, cls) <= lo);
+    /* what it kept is served first */
+    uint32_t kept = mote__tcache_listed_count(mote__heap_tls, cls);
+    void *w = mote_malloc(n);
+    CHECK(w != NULL && kept > 0);
+    CHECK_EQ(mote__tcache_listed_count(mote__heap_tls, cls), kept - 1);
+    mote_free(w);
+    mote_mem_release();
+    CHECK_EQ(mote__tcache_listed_count(mote__heap_tls, cls), 0);
+}
+
 /* A block in the stash is free: a second free of it is caught, on its
  * thread and on another. */
 static void double_free_stashed(void *arg)

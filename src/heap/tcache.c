@@ -256,6 +256,7 @@ static void bm_return(heap_tcache *h, heap_page *pg, void *p, list *to_free)
     if (old & bit)
         mote__heap_invalid_free(p, "free");
     uint32_t u = page_used_add(pg, -1);
+    h->bm_out[pg->cls - HEAP_BITMAP_CLS]--;
     mote__page_bm_note_free(pg);
     if (pg->in_full) {
         pg->in_full = 0;
@@ -485,7 +486,8 @@ uint32_t mote__tcache_listed_count(const heap_tcache *h, unsigned cls)
         return 0;
     const heap_page *l =
         cls < HEAP_BITMAP_CLS ? &h->foreign[cls] : &h->stash[cls - HEAP_BITMAP_CLS];
-    uint32_t room = page_used(l), n = room <= l->reserved ? l->reserved - room : 0;
+    uint32_t room = page_used(l), cap = LOAD(&l->reserved, RELAXED);
+    uint32_t n = room <= cap ? cap - room : 0;
     /* (in_full: the owner's, written atomically for this reader) */
     if (cls < HEAP_BITMAP_CLS && !LOAD(&h->recent[cls].in_full, RELAXED)) {
         const heap_page *r = &h->recent[cls];
@@ -587,12 +589,54 @@ static void stash_return(heap_tcache *h, heap_page *s, list *to_free)
 {
     heap_block *b = s->free;
     s->free = NULL;
+    /* back to its least room: stash_resize grows it again only once the
+     * program holds enough of the class */
+    STORE(&s->reserved, (uint32_t)(HEAP_STASH_BYTES / s->bsize), RELAXED);
     page_used_set(s, s->reserved);
     while (b) {
         heap_block *next = b->next;
         bm_return(h, block_page(b), b, to_free); /* its cookie stays */
         b = next;
     }
+}
+
+/* Stash s is full and a block of its class is being freed: sets its room
+ * to the class's blocks out of the stash (the program's, or on their way
+ * home), within [HEAP_STASH_BYTES, HEAP_STASH_MAX].  A stash then holds no
+ * more than the program does, and after a mass free its least room.  When
+ * the room shrinks below what it holds, the older blocks past half the new
+ * room go back to their bitmaps, so the next frees stash again.  Whether
+ * the freed block may join the stash. */
+static bool stash_resize(heap_tcache *h, heap_page *s, list *to_free)
+{
+    unsigned i = s->cls - HEAP_BITMAP_CLS;
+    uint32_t held = s->reserved, live = h->bm_out[i] - held;
+    uint32_t lo = (uint32_t)(HEAP_STASH_BYTES / s->bsize),
+             hi = (uint32_t)(HEAP_STASH_MAX / s->bsize);
+    uint32_t want = live < lo ? lo : live > hi ? hi : live;
+    mote__assert(page_used(s) == 0 && h->bm_out[i] >= held);
+    if (want == held)
+        return false;
+    if (want > held) {
+        STORE(&s->reserved, want, RELAXED); /* (metrics read it) */
+        page_used_set(s, want - held);
+        return true;
+    }
+    uint32_t keep = want / 2, n = 0;
+    heap_block *b = s->free, **link = &s->free;
+    for (; n < keep; n++) {
+        link = &b->next;
+        b = b->next;
+    }
+    *link = NULL;
+    STORE(&s->reserved, want, RELAXED);
+    page_used_set(s, want - keep);
+    while (b) {
+        heap_block *next = b->next;
+        bm_return(h, block_page(b), b, to_free);
+        b = next;
+    }
+    return true;
 }
 
 static void stash_return_all(heap_tcache *h)
@@ -985,11 +1029,12 @@ void mote__tcache_free_bitmap(heap_page *pg, void *p)
             mote__heap_invalid_free(p, "free");
         b->cookie = ck; /* so a later free on another thread is caught there */
         heap_page *s = &h->stash[pg->cls - HEAP_BITMAP_CLS];
-        if (owner == h && page_used(s) != 0) {
+        list to_free = {0};
+        if (owner == h && (page_used(s) != 0 || stash_resize(h, s, &to_free))) {
             list_page_push(s, b);
+            pages_to_arena(&to_free);
             return;
         }
-        list to_free = {0};
         bm_return(owner, pg, p, &to_free);
         pages_to_arena(&to_free);
         return;
@@ -1067,6 +1112,7 @@ static void *tcache_alloc_bitmap(heap_tcache *h, unsigned cls)
         heap_page *next = queue_next(pg);
         void *p = bm_claim(pg);
         if (p) {
+            h->bm_out[cls - HEAP_BITMAP_CLS]++;
             if (pg != queue_first(q)) {
                 list_remove(q, &pg->qlink);
                 list_push_front(q, &pg->qlink);
@@ -1100,6 +1146,7 @@ static void *tcache_alloc_bitmap(heap_tcache *h, unsigned cls)
         return NULL;
     }
     queue_push_front(h, pg);
+    h->bm_out[cls - HEAP_BITMAP_CLS]++;
     return bm_handout(blk);
 }
 
