@@ -40,7 +40,8 @@
 #                (mote only), 3 pairs back to back of PF_OPS ops a thread;
 #                the line says whether a profile was written
 #
-# Allocators alternate inside each case (see `each` below).  Every run
+# Allocators alternate inside each case (see `each` below), and a case of
+# one thread runs pinned to one CPU, the same for all (`solo`).  Every run
 # prints one key=value line (bench= alloc= threads= mops= peak_rss= rep=, or
 # for freeidle t_ms= rss=), which bench/run.sh collects; then a summary:
 # medians (min/max) and mote's ratio to each peer.  --json writes the raw
@@ -142,7 +143,7 @@ one() { # alloc rep program args...
     local a=$1 rep=$2
     shift 2
     local out
-    out=$(env ${EXTRA_ENV:-} LD_PRELOAD="${LIB[$a]}" timeout --signal=KILL 300 "$@" 2>/dev/null)
+    out=$(env ${EXTRA_ENV:-} LD_PRELOAD="${LIB[$a]}" timeout --signal=KILL 300 ${PIN:-} "$@" 2>/dev/null)
     local rc=$?
     if [ $rc -ne 0 ]; then
         echo "# $a: $* failed rc=$rc" >&2
@@ -166,13 +167,30 @@ each() { # args of one: runs them under every allocator of this repetition
     for a in "${order[@]}"; do one "$a" "$rep" "$@"; done
 }
 
+# A case of one thread runs on one CPU, the same for every allocator (the
+# first this script may use): on a 2-vCPU VM (2026-12-05) mallocbench's one
+# thread ran at 86-92 Mops/s on one vCPU and at 54-61 on the other, under
+# the same library, so unpinned medians of three followed where the runs
+# landed (the 1-thread verdict read 59.0 against tcmalloc's 61.3 Mops/s in
+# one report and 68.0 against 63.7 in the one before).  The allocator's own
+# threads (mote's scavenger) share that CPU.
+SOLO_CPU=$(python3 -c 'import os; print(min(os.sched_getaffinity(0)))' 2>/dev/null)
+solo() { # as each, pinned to SOLO_CPU when taskset is there
+    if [ -n "$SOLO_CPU" ] && command -v taskset >/dev/null; then
+        PIN="taskset -c $SOLO_CPU" each "$@"
+    else
+        each "$@"
+    fi
+}
+onethread() { if [ "$1" = 1 ]; then shift; solo "$@"; else shift; each "$@"; fi; }
+
 n=${#ALLOCS[@]}
 for ((rep = 1; rep <= REPS; rep++)); do
     order=()
     for ((i = 0; i < n; i++)); do order+=("${ALLOCS[$(((i + rep - 1) % n))]}"); done
     echo "# repetition $rep/$REPS: ${order[*]}" >&2
     if want mallocbench; then
-        for th in 1 2 8; do each "$BIN/mallocbench" $th $((MB_OPS / th)); done
+        for th in 1 2 8; do onethread $th "$BIN/mallocbench" $th $((MB_OPS / th)); done
     fi
     if want xthread; then
         for pairs in 1 2; do each "$BIN/xthread" $pairs $((XT_BLOCKS / pairs)); done
@@ -184,7 +202,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
         for kib in 256 1024 4096 32768; do
             it=$((LL_BYTES / (kib << 10)))
             [ $it -gt 50000 ] && it=50000
-            each "$BIN/largeloop" $kib $it $LL_SECS
+            solo "$BIN/largeloop" $kib $it $LL_SECS
         done
     fi
     if want survivors; then
@@ -205,19 +223,19 @@ for ((rep = 1; rep <= REPS; rep++)); do
         [ "$MODE" = full ] && each "$BIN/churn" 32 50 5
     fi
     if want bigset; then
-        for th in 1 2; do each "$BIN/bigset" $th $BS_OPS 100000 1024; done
+        for th in 1 2; do onethread $th "$BIN/bigset" $th $BS_OPS 100000 1024; done
     fi
     if want mixsizes; then
-        each "$BIN/mixsizes" 1 $MS_OPS 3 15
+        solo "$BIN/mixsizes" 1 $MS_OPS 3 15
         each "$BIN/mixsizes" 2 $MS_OPS 3 15
-        each "$BIN/mixsizes" 1 $MS_OPS 13 14
-        each "$BIN/mixsizes" 1 $MS_OPS 15 15
+        solo "$BIN/mixsizes" 1 $MS_OPS 13 14
+        solo "$BIN/mixsizes" 1 $MS_OPS 15 15
     fi
     if want largerand; then
-        each "$BIN/largerand" $LR_STEPS 20 5 25
+        solo "$BIN/largerand" $LR_STEPS 20 5 25
     fi
     if want colour; then
-        for kib in 64 100 1024 4096; do each "$BIN/colour" 64 $kib 100000000; done
+        for kib in 64 100 1024 4096; do solo "$BIN/colour" 64 $kib 100000000; done
     fi
     if want xtstab; then # five fresh processes in a row: is it bimodal?
         # Pinned (XT_PIN=1): unpinned, the spread measured where the
