@@ -444,8 +444,9 @@ TEST(bitmap_blocks_freed_on_their_thread_wait_in_a_bounded_stash)
 /* A thread that holds many blocks of a class gets a bigger stash for it
  * (as many as it holds, up to HEAP_STASH_MAX), and the stash shrinks back
  * to its least room as the blocks are freed: after a mass free a thread
- * keeps no more than before. */
-TEST(a_stash_grows_with_the_blocks_held_and_shrinks_as_they_go)
+ * keeps no more than before.  Under a memory limit it keeps its least
+ * room: what one thread keeps, no other can have. */
+static void stash_follows_the_blocks_held(bool limited)
 {
     enum { K = 600 };
     const size_t n = 6000;
@@ -454,6 +455,8 @@ TEST(a_stash_grows_with_the_blocks_held_and_shrinks_as_they_go)
     uint32_t hi = (uint32_t)(HEAP_STASH_MAX / mote__sizeclass_size[cls]);
     CHECK(cls >= HEAP_BITMAP_CLS && 2 * lo < hi && hi < K);
     mote_mem_release();
+    if (limited)
+        CHECK_EQ(mote__heap_set_limit(mote__heap_committed_bytes() + (64u << 20)), 0);
     static void *v[K];
     for (int i = 0; i < K; i++) {
         v[i] = mote_malloc(n);
@@ -467,11 +470,11 @@ TEST(a_stash_grows_with_the_blocks_held_and_shrinks_as_they_go)
         mote_free(v[i]);
         uint32_t held = mote__tcache_listed_count(mote__heap_tls, cls);
         most = held > most ? held : most;
-        CHECK(held <= hi);
-        if (i == (int)(2 * lo))
+        CHECK(held <= (limited ? lo : hi));
+        if (i == (int)(2 * lo) && !limited)
             CHECK(held > lo); /* 2*lo+1 freed, K-2*lo-1 still held: it grew */
     }
-    CHECK(most > lo);
+    CHECK(limited ? most == lo : most > lo);
     CHECK(mote__tcache_listed_count(mote__heap_tls, cls) <= lo);
     /* what it kept is served first */
     uint32_t kept = mote__tcache_listed_count(mote__heap_tls, cls);
@@ -479,8 +482,20 @@ TEST(a_stash_grows_with_the_blocks_held_and_shrinks_as_they_go)
     CHECK(w != NULL && kept > 0);
     CHECK_EQ(mote__tcache_listed_count(mote__heap_tls, cls), kept - 1);
     mote_free(w);
+    if (limited)
+        CHECK_EQ(mote__heap_set_limit(0), 0);
     mote_mem_release();
     CHECK_EQ(mote__tcache_listed_count(mote__heap_tls, cls), 0);
+}
+
+TEST(a_stash_grows_with_the_blocks_held_and_shrinks_as_they_go)
+{
+    stash_follows_the_blocks_held(false);
+}
+
+TEST(under_a_memory_limit_a_stash_keeps_its_least_room)
+{
+    stash_follows_the_blocks_held(true);
 }
 
 /* A block in the stash is free: a second free of it is caught, on its

@@ -615,6 +615,10 @@ static bool stash_resize(heap_tcache *h, heap_page *s, list *to_free)
              hi = (uint32_t)(HEAP_STASH_MAX / s->bsize);
     uint32_t want = live < lo ? lo : live > hi ? hi : live;
     mote__assert(page_used(s) == 0 && h->bm_out[i] >= held);
+    /* under a memory limit, what one thread keeps no other can have (the
+     * run caches keep nothing then) */
+    if (want > lo && mote__arena_limited())
+        want = lo;
     if (want == held)
         return false;
     if (want > held) {
