@@ -182,7 +182,11 @@ solo() { # as each, pinned to SOLO_CPU when taskset is there
         each "$@"
     fi
 }
-onethread() { if [ "$1" = 1 ]; then shift; solo "$@"; else shift; each "$@"; fi; }
+onethread() { # THREADS, then as each: solo when THREADS is 1
+    local th=$1
+    shift
+    if [ "$th" = 1 ]; then solo "$@"; else each "$@"; fi
+}
 
 n=${#ALLOCS[@]}
 for ((rep = 1; rep <= REPS; rep++)); do
