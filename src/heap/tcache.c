@@ -469,13 +469,17 @@ static void recent_init(heap_tcache *h)
     }
 }
 
+/* A stash's least room, in blocks of bsize (0: the class has none). */
+static inline uint32_t stash_least(uint32_t bsize)
+{
+    return (uint32_t)(HEAP_STASH_BYTES / bsize);
+}
+
 static void stash_init(heap_tcache *h)
 {
     for (unsigned c = HEAP_BITMAP_CLS; c < HEAP_NCLS; c++) {
-        uint32_t bsize = mote__sizeclass_size[c];
         list_page_init(&h->stash[c - HEAP_BITMAP_CLS], HEAP_PAGE_STASH, c,
-                       bsize <= HEAP_STASH_BYTES ? (uint32_t)(HEAP_STASH_BYTES / bsize)
-                                                 : 0);
+                       stash_least(mote__sizeclass_size[c]));
         h->cur[c] = stash_cur(h, c);
     }
 }
@@ -583,6 +587,17 @@ static void recent_return_all(heap_tcache *h)
     }
 }
 
+/* Stashed blocks from b on (a detached list) back in their bitmaps;
+ * pages left empty go on to_free. */
+static void stash_give_back(heap_tcache *h, heap_block *b, list *to_free)
+{
+    while (b) {
+        heap_block *next = b->next;
+        bm_return(h, block_page(b), b, to_free); /* its cookie stays */
+        b = next;
+    }
+}
+
 /* Puts stash s's blocks back in their bitmaps; pages left empty go on
  * to_free. */
 static void stash_return(heap_tcache *h, heap_page *s, list *to_free)
@@ -591,13 +606,9 @@ static void stash_return(heap_tcache *h, heap_page *s, list *to_free)
     s->free = NULL;
     /* back to its least room: stash_resize grows it again only once the
      * program holds enough of the class */
-    STORE(&s->reserved, (uint32_t)(HEAP_STASH_BYTES / s->bsize), RELAXED);
+    STORE(&s->reserved, stash_least(s->bsize), RELAXED);
     page_used_set(s, s->reserved);
-    while (b) {
-        heap_block *next = b->next;
-        bm_return(h, block_page(b), b, to_free); /* its cookie stays */
-        b = next;
-    }
+    stash_give_back(h, b, to_free);
 }
 
 /* Stash s is full and a block of its class is being freed: sets its room
@@ -611,8 +622,7 @@ static bool stash_resize(heap_tcache *h, heap_page *s, list *to_free)
 {
     unsigned i = s->cls - HEAP_BITMAP_CLS;
     uint32_t held = s->reserved, live = h->bm_out[i] - held;
-    uint32_t lo = (uint32_t)(HEAP_STASH_BYTES / s->bsize),
-             hi = (uint32_t)(HEAP_STASH_MAX / s->bsize);
+    uint32_t lo = stash_least(s->bsize), hi = (uint32_t)(HEAP_STASH_MAX / s->bsize);
     uint32_t want = live < lo ? lo : live > hi ? hi : live;
     mote__assert(page_used(s) == 0 && h->bm_out[i] >= held);
     /* under a memory limit, what one thread keeps no other can have (the
@@ -635,11 +645,7 @@ static bool stash_resize(heap_tcache *h, heap_page *s, list *to_free)
     *link = NULL;
     STORE(&s->reserved, want, RELAXED);
     page_used_set(s, want - keep);
-    while (b) {
-        heap_block *next = b->next;
-        bm_return(h, block_page(b), b, to_free);
-        b = next;
-    }
+    stash_give_back(h, b, to_free);
     return true;
 }
 
