@@ -7,8 +7,10 @@
  * what a live thread keeps that way is bounded, a block whose owner keeps
  * up goes home, a block or two freed on
  * another thread travel without a message, frees into an exited
- * thread's cache are collected with no call from the program, and
- * larson-like churn keeps every block intact.
+ * thread's cache are collected with no call from the program,
+ * larson-like churn keeps every block intact, and a successor started
+ * before its predecessor ended takes over the dead cache's partly used
+ * pages, with every block still reaching its page's owner.
  */
 #include <limits.h>
 #include <pthread.h>
@@ -252,11 +254,20 @@ static void *alloc_given(void *arg)
 
 TEST(a_block_freed_here_is_reused_here_first_unless_it_shares_a_line)
 {
-    void *mine = own_cache_then(alloc_given);
+    /* This thread has a page of each class before the other thread's
+     * blocks exist: with none, it would take over a page of the dead
+     * cache (tcache_reclaim), whose blocks would then be its own. */
+    mote_mem_release();
+    void *own[NLINE + NSHARED];
+    for (unsigned i = 0; i < NLINE + NSHARED; i++) {
+        own[i] = mote_malloc(given_size(i));
+        CHECK(own[i] != NULL);
+    }
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, alloc_given, NULL), 0);
+    CHECK_EQ(pthread_join(t, NULL), 0);
     for (unsigned i = 0; i < NLINE + NSHARED; i++) {
         size_t n = given_size(i);
-        void *own = mote_malloc(n); /* this thread has a page of the class */
-        CHECK(own != NULL);
         mote_free(given[i]);
         void *p = mote_malloc(n);
         CHECK(p != NULL);
@@ -266,11 +277,11 @@ TEST(a_block_freed_here_is_reused_here_first_unless_it_shares_a_line)
             CHECK(p != given[i]);
         memset(p, 2, n);
         given[i] = p;
-        mote_free(own);
     }
-    for (unsigned i = 0; i < NLINE + NSHARED; i++)
+    for (unsigned i = 0; i < NLINE + NSHARED; i++) {
         mote_free(given[i]);
-    mote_free(mine);
+        mote_free(own[i]);
+    }
     mote_mem_release();
     CHECK(metric("/heap/inuse:bytes") < 64 * 1024);
 }
@@ -664,6 +675,246 @@ TEST(a_thread_about_to_sleep_settles_the_frees_in_flight_to_and_from_it)
     CHECK(after + (uint64_t)IDLE_NB * IDLE_SIZE * 9 / 10 <= held);
     atomic_store(&idle_step, 4);
     CHECK_EQ(pthread_join(t, NULL), 0);
+}
+
+/* ---- a successor started before its predecessor ends ---- */
+
+enum { HANDED = 3000, HANDED_IN_FLIGHT = 40, HOLDERS_MAX = 128 };
+static unsigned char *handed[HANDED];
+static int handed_n;       /* blocks the predecessor allocates */
+static size_t handed_size; /* of one class */
+static pthread_barrier_t pair_bar;
+static atomic_int holders_go;
+static unsigned reclaimed_inside;
+static uintptr_t handed_slices[64];
+static unsigned handed_nslices;
+
+/* Whether the bytes in use fall back to in0 within 3 s of releases: blocks
+ * on their way to a dead cache, or passed on from it, have arrived. */
+static bool inuse_falls_back_to(uint64_t in0)
+{
+    for (int i = 0; i < 300; i++) {
+        mote_mem_release();
+        if (metric("/heap/inuse:bytes") <= in0)
+            return true;
+        usleep(10 * 1000);
+    }
+    return false;
+}
+
+/* Takes a cache (the pool's newest dead one, or a new one) and keeps it
+ * until told: so the pool can be emptied, whatever earlier cases left. */
+static void *holder(void *arg)
+{
+    (void)arg;
+    void *p = mote_malloc(16);
+    CHECK(p != NULL);
+    pthread_barrier_wait(&pair_bar);
+    while (!atomic_load(&holders_go))
+        usleep(1000);
+    mote_free(p);
+    return NULL;
+}
+
+static void *predecessor(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < handed_n; i++) {
+        handed[i] = mote_malloc(handed_size);
+        CHECK(handed[i] != NULL);
+        memset(handed[i], i & 0xff, handed_size);
+    }
+    return NULL; /* exits: its cache, with its pages, goes to the pool */
+}
+
+static bool in_handed_slices(const void *p)
+{
+    for (unsigned i = 0; i < handed_nslices; i++)
+        if ((uintptr_t)p >> HEAP_SLICE_SHIFT == handed_slices[i])
+            return true;
+    return false;
+}
+
+static void *successor(void *arg)
+{
+    (void)arg;
+    void *mine = mote_malloc(16); /* a cache of its own, with no page of the class */
+    CHECK(mine != NULL);
+    pthread_barrier_wait(&pair_bar); /* (1) it has one */
+    pthread_barrier_wait(&pair_bar); /* (2) its predecessor has exited */
+    for (int i = 0; i < handed_n; i += 2)
+        mote_free(handed[i]);
+    for (int i = 0; i < handed_n; i += 2) {
+        handed[i] = mote_malloc(handed_size);
+        CHECK(handed[i] != NULL);
+        reclaimed_inside += in_handed_slices(handed[i]);
+        memset(handed[i], 0xee, handed_size);
+    }
+    pthread_barrier_wait(&pair_bar); /* (3) main frees blocks it held back */
+    pthread_barrier_wait(&pair_bar); /* (4) ... and sent them to the old owner */
+    for (int i = 2 * HANDED_IN_FLIGHT + 1; i < handed_n;
+         i += 2) { /* (main freed the first) */
+        for (size_t k = 0; k < handed_size; k++)
+            CHECK_EQ(handed[i][k], (i & 0xff));
+        mote_free(handed[i]);
+    }
+    for (int i = 0; i < handed_n; i += 2) {
+        for (size_t k = 0; k < handed_size; k++)
+            CHECK_EQ(handed[i][k], 0xee);
+        mote_free(handed[i]);
+    }
+    mote_free(mine);
+    return NULL;
+}
+
+/* A worker that starts its successor before it ends (a pool replacing a
+ * thread while its work goes on): the successor cannot adopt the cache,
+ * which is still in use, and when it needs a page of a class it takes a
+ * partly used one the dead cache holds (where the blocks it inherited and
+ * freed went), not a fresh one.  Blocks another thread freed toward the
+ * old owner before the page changed hands still reach it. */
+static void successor_takes_pages(size_t size, int n)
+{
+    handed_size = size;
+    handed_n = n;
+    mote_mem_release();
+    CHECK_EQ(pthread_barrier_init(&pair_bar, NULL, 2), 0);
+    /* empty the pool: holders adopt dead caches until one needs a new one */
+    pthread_t hold[HOLDERS_MAX];
+    unsigned nhold = 0;
+    atomic_store(&holders_go, 0);
+    for (unsigned before = 0; nhold < HOLDERS_MAX;) {
+        before = heap_test_caches();
+        CHECK_EQ(pthread_create(&hold[nhold++], NULL, holder, NULL), 0);
+        pthread_barrier_wait(&pair_bar);
+        if (heap_test_caches() > before)
+            break;
+    }
+    CHECK(nhold < HOLDERS_MAX);
+    uint64_t in0 = metric("/heap/inuse:bytes");
+
+    pthread_t succ, pred;
+    CHECK_EQ(pthread_create(&succ, NULL, successor, NULL), 0);
+    pthread_barrier_wait(&pair_bar); /* (1) */
+    CHECK_EQ(pthread_create(&pred, NULL, predecessor, NULL), 0);
+    CHECK_EQ(pthread_join(pred, NULL), 0);
+    handed_nslices = 0;
+    for (int i = 0; i < handed_n; i++) {
+        uintptr_t sl = (uintptr_t)handed[i] >> HEAP_SLICE_SHIFT;
+        if (!handed_nslices || handed_slices[handed_nslices - 1] != sl) {
+            CHECK(handed_nslices < 64);
+            handed_slices[handed_nslices++] = sl;
+        }
+    }
+    /* held back by this thread: freed toward the dead owner, buffered here
+     * until the page has changed hands */
+    void *held[HANDED_IN_FLIGHT];
+    for (int i = 0; i < HANDED_IN_FLIGHT; i++)
+        held[i] = handed[2 * i + 1];
+    reclaimed_inside = 0;
+    pthread_barrier_wait(&pair_bar); /* (2) */
+    pthread_barrier_wait(&pair_bar); /* (3) */
+    for (int i = 0; i < HANDED_IN_FLIGHT; i++) {
+        for (size_t k = 0; k < handed_size; k++)
+            CHECK_EQ(((unsigned char *)held[i])[k], ((2 * i + 1) & 0xff));
+        mote_free(held[i]);
+    }
+    mote_mem_release(); /* sends them to the old owner, which passes them on */
+    pthread_barrier_wait(&pair_bar); /* (4) */
+    CHECK_EQ(pthread_join(succ, NULL), 0);
+    fprintf(stderr, "%zu B: %u of %d blocks in the %u slices the dead cache had\n", size,
+            reclaimed_inside, handed_n / 2, handed_nslices);
+    CHECK_EQ(reclaimed_inside, (unsigned)handed_n / 2);
+
+    /* every block home: the successor's cache (dead now) has them all */
+    CHECK(inuse_falls_back_to(in0));
+    atomic_store(&holders_go, 1);
+    for (unsigned i = 0; i < nhold; i++)
+        CHECK_EQ(pthread_join(hold[i], NULL), 0);
+    pthread_barrier_destroy(&pair_bar);
+}
+
+/* 48 B: a class whose blocks share lines, so no foreign list keeps the
+ * successor's frees of the blocks it inherited: they go to the dead cache. */
+TEST(a_successor_takes_the_small_pages_a_dead_cache_left_partly_used)
+{
+    successor_takes_pages(48, HANDED);
+}
+
+/* 6 KiB: bitmap pages, whose word the scavenger may be claiming from. */
+TEST(a_successor_takes_the_bitmap_pages_a_dead_cache_left_partly_used)
+{
+    successor_takes_pages(6 * 1024, 400);
+}
+
+/* Workers replaced while their work goes on, as a pool replaces a thread:
+ * each starts its successor, which takes over its blocks, and exits; the
+ * successor frees what it inherited and takes over the dead cache's
+ * pages, small and bitmap, while two threads release memory again and
+ * again (the scavenger's claims on bitmap pages).  Every block keeps its
+ * contents. */
+enum { CHAINS = 2, GENERATIONS = 16, CHAIN_SLOTS = 256, CHAIN_STEPS = 3000 };
+typedef struct chain {
+    uint64_t *slot[CHAIN_SLOTS];
+    size_t size[CHAIN_SLOTS];
+    uint64_t rng;
+    int gen;
+    pthread_t tid[GENERATIONS];
+} chain;
+static chain chains[CHAINS];
+
+static void chain_check_free(chain *c, int i)
+{
+    uint64_t *b = c->slot[i];
+    if (!b)
+        return;
+    uint64_t tag = (uint64_t)(uintptr_t)b ^ c->size[i];
+    CHECK_EQ(b[0], tag);
+    CHECK_EQ(((unsigned char *)b)[c->size[i] - 1], (unsigned char)tag);
+    mote_free(b);
+    c->slot[i] = NULL;
+}
+
+static void *chain_worker(void *arg)
+{
+    chain *c = arg;
+    for (int s = 0; s < CHAIN_STEPS; s++) {
+        c->rng ^= c->rng << 13, c->rng ^= c->rng >> 7, c->rng ^= c->rng << 17;
+        int i = (int)(c->rng % CHAIN_SLOTS);
+        chain_check_free(c, i);
+        size_t n = 16 + (size_t)(c->rng >> 20) % 9000; /* half of them bitmap classes */
+        uint64_t *b = mote_malloc(n);
+        CHECK(b != NULL);
+        uint64_t tag = (uint64_t)(uintptr_t)b ^ n;
+        b[0] = tag;
+        ((unsigned char *)b)[n - 1] = (unsigned char)tag;
+        c->slot[i] = b;
+        c->size[i] = n;
+    }
+    int g = ++c->gen;
+    if (g < GENERATIONS) /* the successor starts before we end */
+        CHECK_EQ(pthread_create(&c->tid[g], NULL, chain_worker, c), 0);
+    return NULL;
+}
+
+static void *chain_run(void *arg)
+{
+    chain *c = &chains[(uintptr_t)arg];
+    c->rng = 0x9E3779B97F4A7C15ULL * ((uintptr_t)arg + 1);
+    c->gen = 0;
+    CHECK_EQ(pthread_create(&c->tid[0], NULL, chain_worker, c), 0);
+    for (int g = 0; g < GENERATIONS; g++) /* (tid[g + 1] is set before g ends) */
+        CHECK_EQ(pthread_join(c->tid[g], NULL), 0);
+    for (int i = 0; i < CHAIN_SLOTS; i++)
+        chain_check_free(c, i);
+    return NULL;
+}
+
+TEST(workers_replaced_while_their_work_goes_on_keep_every_block)
+{
+    uint64_t in0 = metric("/heap/inuse:bytes");
+    heap_test_race_releases(chain_run, CHAINS);
+    CHECK(inuse_falls_back_to(in0));
 }
 
 TEST_MAIN()

@@ -434,7 +434,7 @@ static HEAP_NOINLINE void heap_free_slow(void *p)
     }
     heap_block *b = heap_block_freeing(p);
     heap_tcache *h = mote__heap_tls;
-    if (pg->owner == h) { /* only when called for a local block (realloc) */
+    if (page_owner_raw(pg) == h) { /* only when called for a local block (realloc) */
         b->next = pg->free;
         pg->free = b;
         if (page_used_add(pg, -1) == 0 || pg->in_full)
@@ -478,7 +478,7 @@ HEAP_INLINE void heap_free_inline(void *p)
      * its page (a pointer into the rest would be handed out twice), and not
      * free already (the cookie). */
     uint64_t off = u - (uintptr_t)pg->start;
-    if (HEAP_LIKELY(pg->owner == h)) {
+    if (HEAP_LIKELY(page_owner_raw(pg) == h)) {
         uintptr_t ck = u ^ mote__heap_key;
         if (HEAP_UNLIKELY(b->cookie == ck || !page_block_at(pg, off)))
             mote__heap_invalid_free(p, "free");
@@ -499,7 +499,7 @@ HEAP_INLINE void heap_free_inline(void *p)
      * have none).  Not for a shadow's pages (prof) nor bitmap pages. */
     if (HEAP_LIKELY(pg->kind == HEAP_PAGE_SMALL && !pg->prof)) {
         heap_page *f = &h->foreign[pg->cls];
-        if (HEAP_LIKELY(page_used(f) != 0) && foreign_keep(pg->owner)) {
+        if (HEAP_LIKELY(page_used(f) != 0) && foreign_keep(page_owner_raw(pg))) {
             arch_prefetch_write(b); /* another CPU wrote it: one transfer */
             if (HEAP_UNLIKELY(!page_block_at(pg, off) ||
                               b->cookie == (u ^ mote__heap_key)))

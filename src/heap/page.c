@@ -16,7 +16,7 @@ void mote__page_init_small(heap_page *pg, heap_tcache *owner, unsigned cls)
     pg->div_magic = ((1ULL << 40) + bsize - 1) / bsize;
     pg->reserved = (uint32_t)(((size_t)pg->slices << HEAP_SLICE_SHIFT) / bsize);
     pg->first = pg->start;
-    pg->owner = owner;
+    STORE(&pg->owner, owner, RELAXED); /* (see page_owner_raw) */
     pg->prof = owner->shadow_of != NULL;
 }
 
@@ -62,7 +62,7 @@ void mote__page_init_bitmap(heap_page *pg, heap_tcache *owner, unsigned cls, boo
     pg->div_magic = ((1ULL << 40) + bsize - 1) / bsize;
     pg->reserved = n;
     page_capacity_set(pg, n);
-    pg->owner = (heap_tcache *)((uintptr_t)owner | 1);
+    STORE(&pg->owner, (heap_tcache *)((uintptr_t)owner | 1), RELAXED);
     pg->prof = owner->shadow_of != NULL;
     /* Fresh (zero) slices hold nothing resident; reused ones may: the
      * scavenger looks at them once the decay period has passed. */

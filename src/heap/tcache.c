@@ -29,8 +29,12 @@
  *     another cache, on every HEAP_RBUF_FLUSH-th malloc slow path of that
  *     thread, at its exit and on mote_mem_release) or in the owner's
  *     inbox.  Its page's used count still counts it, so a page never goes
- *     back to the arena with a block in flight, and the page never changes
- *     owner: no free can reach the wrong cache;
+ *     back to the arena with a block in flight;
+ *   - a small page changes owner only while its cache is dead, in the pool,
+ *     under the pool lock (tcache_reclaim): a live thread about to take a
+ *     new page takes a partly used one of a dead cache instead.  A block
+ *     still on its way to the old owner is passed on by whoever takes that
+ *     inbox in (inbox_block), so every block reaches its page's owner;
  *   - caches are never freed: at thread exit a cache puts its recent lists
  *     back on their pages, sends its rbuf and foreign lists, takes its inbox
  *     in, frees its empty pages except one per one-slice class and
@@ -57,7 +61,7 @@ __thread heap_tcache *mote__heap_tls __attribute__((tls_model("initial-exec"))) 
     &mote__heap_tcache_empty;
 
 static heap_lock pool_lock = HEAP_LOCK_INIT;
-static heap_tcache *pool;       /* dead caches, under pool_lock */
+static heap_tcache *pool; /* dead caches, under pool_lock (read without it: atomic) */
 static heap_tcache *all_caches; /* every cache, push-only */
 static uint32_t ncaches;
 static uint8_t *meta_cur, *meta_end; /* bump allocator for caches */
@@ -156,7 +160,7 @@ __attribute__((unused)) static bool tcache_valid(heap_tcache *h)
             const heap_page *r = &h->recent[c];
             uint32_t n = 0;
             for (const heap_block *b = r->free; b; b = b->next, n++)
-                if (n > r->reserved || block_page(b)->owner != h)
+                if (n > r->reserved || page_owner_raw(block_page(b)) != h)
                     return false;
             if (r->in_full ? n != 0 || page_used(r) != 0
                            : n + page_used(r) != r->reserved)
@@ -165,7 +169,7 @@ __attribute__((unused)) static bool tcache_valid(heap_tcache *h)
         for (heap_page *pg = queue_first(&h->queue[c]); pg; pg = queue_next(pg)) {
             if (page_owner(pg) != h || pg->cls != c || pg->in_full ||
                 pg->kind != (bm ? HEAP_PAGE_BITMAP : HEAP_PAGE_SMALL) ||
-                (bm && pg->owner == h))
+                (bm && page_owner_raw(pg) == h))
                 return false;
             /* one load: the scavenger puts claimed blocks back and clears
              * PURGING in one store, which could fall between two */
@@ -322,6 +326,18 @@ static inline heap_page *block_page(const void *b)
 {
     heap_segment *seg = heap_segment_of(b);
     return seg->map[((uintptr_t)b >> HEAP_SLICE_SHIFT) & (HEAP_SLICES - 1)];
+}
+
+/* A block from h's inbox, back on its page; or on to the page's owner, when
+ * the page went to another cache while h was dead (tcache_reclaim). */
+static inline void inbox_block(heap_tcache *h, heap_block *b, list *to_free)
+{
+    heap_page *pg = block_page(b);
+    heap_tcache *own = page_owner(pg);
+    if (HEAP_LIKELY(own == h))
+        page_take_block(h, pg, b, to_free);
+    else
+        inbox_push_block(own, b);
 }
 
 /* A message block whose message was read (or never sent): back on its page
@@ -504,7 +520,7 @@ uint32_t mote__tcache_listed_count(const heap_tcache *h, unsigned cls)
 /* Block b (cookie set) of our small page pg is free: on pg's list. */
 static void page_take_back(heap_tcache *h, heap_page *pg, heap_block *b)
 {
-    mote__assert(pg->owner == h && pg->kind == HEAP_PAGE_SMALL);
+    mote__assert(page_owner_raw(pg) == h && pg->kind == HEAP_PAGE_SMALL);
     b->next = pg->free;
     pg->free = b;
     if (page_used_add(pg, -1) == 0 || pg->in_full)
@@ -666,11 +682,18 @@ static void foreign_send(heap_tcache *h, heap_page *f)
     page_used_set(f, f->reserved);
     if (h->cur[f->cls] == f)
         queue_sync_cur(h, f->cls);
+    list to_free = {0};
     while (b) { /* detached first: msg_alloc may take from these lists */
         heap_block *next = b->next;
-        rbuf_put(h, page_owner(block_page(b)), b); /* its cookie is still set */
+        heap_page *pg = block_page(b);
+        heap_tcache *own = page_owner(pg);
+        if (own == h) /* its page came to us since (tcache_reclaim) */
+            page_take_block(h, pg, b, &to_free);
+        else
+            rbuf_put(h, own, b); /* its cookie is still set */
         b = next;
     }
+    pages_to_arena(&to_free);
 }
 
 static void foreign_send_all(heap_tcache *h)
@@ -782,17 +805,15 @@ static void tcache_drain(heap_tcache *h)
              * waited in the store buffer behind the last). */
             for (uint32_t i = 0; i < n; i++)
                 arch_prefetch_write(m->blk[i]);
-            for (uint32_t i = 0; i < n; i++) {
-                heap_block *b = m->blk[i];
-                page_take_block(h, block_page(b), b, &to_free);
-            }
+            for (uint32_t i = 0; i < n; i++)
+                inbox_block(h, m->blk[i], &to_free);
             heap_block *mb = (heap_block *)m;
             mb->next = home;
             home = mb;
         } else {
             heap_block *b = (heap_block *)e;
             e = (uintptr_t)b->next;
-            page_take_block(h, block_page(b), b, &to_free);
+            inbox_block(h, b, &to_free);
         }
     }
     while (home) {
@@ -848,7 +869,7 @@ static heap_tcache *tcache_acquire(void)
     heap_lock_acquire(&pool_lock);
     heap_tcache *h = pool;
     if (h) {
-        pool = h->pool_next;
+        STORE(&pool, h->pool_next, RELAXED);
         h->pool_next = NULL;
         h->keeps_empty = 0;
     } else {
@@ -945,7 +966,7 @@ static void tcache_thread_exit(void *arg)
     h->died_ms = mote__os_coarse_ms();
     h->keeps_empty = kept;
     h->pool_next = pool;
-    pool = h;
+    STORE(&pool, h, RELAXED);
     heap_lock_release(&pool_lock);
     if (kick)
         mote__scavenger_kick();
@@ -1024,6 +1045,86 @@ bool mote__tcache_frees_waiting(const heap_tcache *h)
 {
     const heap_tcache *s = LOAD(&h->shadow, ACQUIRE);
     return LOAD(&h->inbox, RELAXED) || (s && LOAD(&s->inbox, RELAXED));
+}
+
+/* ---- pages of dead caches ---- */
+
+#define TCACHE_RECLAIM_CACHES 8  /* dead caches looked at, from the newest */
+#define TCACHE_RECLAIM_PAGES  16 /* pages looked at in each */
+
+/* Whether pg, a dead cache's page, may go to another cache: it holds live
+ * blocks, which nothing but their frees can give back, and a free one (or
+ * room to carve).  A bitmap page's word is stable only under the arena
+ * lock (the scavenger claims blocks under it, and holds PURGING while it
+ * releases them). */
+static bool reclaimable(const heap_page *pg)
+{
+    if (page_used(pg) == 0)
+        return false;
+    if (pg->kind == HEAP_PAGE_SMALL)
+        return pg->free || page_capacity(pg) < pg->reserved;
+    uint64_t b = LOAD(&pg->bits, RELAXED);
+    return (b & bm_all(pg)) && !(b & (HEAP_BM_PURGING | HEAP_BM_RETIRED));
+}
+
+/* For h, about to take a new page of class cls from the arena: a page of
+ * that class with a free block or room to carve, taken from a dead cache,
+ * or NULL.  A thread that ends after starting its successor (a worker
+ * replaced while its work goes on) leaves its cache in the pool with its
+ * pages partly used; the successor frees the blocks it inherited into them,
+ * and until a new thread adopts the cache that memory serves nobody while
+ * the live threads' classes grow on fresh pages (rptest-like, 2 workers:
+ * 58 MB peak where tcmalloc, whose exiting threads give their blocks to
+ * shared lists, held 41).  The page changes owner under the pool lock (and
+ * a bitmap page under the arena lock too: the scavenger's claims go by its
+ * owner's asym), after the dead cache's inbox was taken in; a block still
+ * on its way to the old owner is passed on (inbox_block).  Only pages that
+ * hold live blocks: an empty page waits for the cache's next thread, which
+ * would otherwise carve a fresh one for the class (a thread per request,
+ * whose caches are empty but for the leftovers, read 5% more peak RSS when
+ * any page moved), or goes back after the decay period. */
+static HEAP_NOINLINE heap_page *tcache_reclaim(heap_tcache *h, unsigned cls)
+{
+    mote__assert(!h->shadow_of);
+    if (h->rbuf_n) /* our frees into dead caches' pages reach them first */
+        rbuf_send_all(h);
+    heap_page *got = NULL;
+    heap_lock_acquire(&pool_lock);
+    heap_tcache *d = pool;
+    for (unsigned i = 0; d && i < TCACHE_RECLAIM_CACHES; d = d->pool_next, i++) {
+        if (LOAD(&d->inbox, RELAXED))
+            tcache_drain(d);
+        heap_page *pg = queue_first(&d->queue[cls]);
+        for (unsigned n = 0; pg && n < TCACHE_RECLAIM_PAGES; pg = queue_next(pg), n++)
+            if (reclaimable(pg)) {
+                got = pg;
+                break;
+            }
+        if (got)
+            break;
+    }
+    if (got && got->kind == HEAP_PAGE_SMALL) {
+        queue_remove(d, got);
+        STORE(&got->owner, h, RELAXED);
+        queue_push_front(h, got);
+    } else if (got) {
+        heap_lock_acquire(&mote__heap_arena_lock);
+        if (reclaimable(got)) {
+            unsigned i = cls - HEAP_BITMAP_CLS;
+            uint32_t u = page_used(got);
+            mote__assert(d->bm_out[i] >= u);
+            queue_remove(d, got);
+            d->bm_out[i] -= u;
+            h->bm_out[i] += u;
+            STORE(&got->owner, (heap_tcache *)((uintptr_t)h | 1), RELAXED);
+            queue_push_front(h, got);
+        } else {
+            got = NULL;
+        }
+        heap_lock_release(&mote__heap_arena_lock);
+    }
+    heap_lock_release(&pool_lock);
+    return got;
 }
 
 /* ---- bitmap classes ---- */
@@ -1138,6 +1239,13 @@ static void *tcache_alloc_bitmap(heap_tcache *h, unsigned cls)
         }
         pg = next;
     }
+    if (!h->shadow_of && LOAD(&pool, RELAXED) && (pg = tcache_reclaim(h, cls))) {
+        void *p = bm_claim(pg); /* NULL if the scavenger took its free blocks */
+        if (p) {
+            h->bm_out[cls - HEAP_BITMAP_CLS]++;
+            return p;
+        }
+    }
     bool zero;
     heap_block *blk = NULL;
     heap_lock_acquire(&mote__heap_arena_lock);
@@ -1199,6 +1307,12 @@ static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
             list_remove(q, &pg->qlink);
             list_push_front(q, &pg->qlink);
         }
+        h->cur[cls] = pg;
+        return pg;
+    }
+    if (!h->shadow_of && LOAD(&pool, RELAXED) && (pg = tcache_reclaim(h, cls))) {
+        if (!pg->free)
+            mote__page_extend(pg);
         h->cur[cls] = pg;
         return pg;
     }
