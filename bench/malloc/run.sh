@@ -17,6 +17,9 @@
 #   larson       server churn: blocks swapped between threads' slots, threads
 #                exit and successors inherit their blocks (2; --full: 2, 8)
 #   threadreq    a thread per request leaving one 64 B object behind
+#   replace      workers replaced while their work goes on (after rpmalloc's
+#                rptest): each thread starts its successor, which inherits
+#                its blocks, and ends (2 workers; --full: 2, 4)
 #   prodcons     long producer/consumer churn with shifting sizes, 2 pairs;
 #                then again with every message written whole (prodcons-fill)
 #   xtstab       xthread with 1 pair run 5 times in a row (bimodality), its
@@ -55,7 +58,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 MODE=${BENCH_MODE:-quick}
 REPS=${BENCH_REPS:-3}
 JSON= CSV=
-ONLY=mallocbench,xthread,freeidle,large,survivors,larson,threadreq,prodcons,xtstab,churn,bigset,mixsizes,largerand,colour,profile
+ONLY=mallocbench,xthread,freeidle,large,survivors,larson,threadreq,replace,prodcons,xtstab,churn,bigset,mixsizes,largerand,colour,profile
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) MODE=quick ;;
@@ -85,7 +88,7 @@ else
     cmake --build "$B" -j2 --target mote-malloc >/dev/null ||
         { echo "malloc/run.sh: building libmote-malloc.so failed" >&2; exit 1; }
     mkdir -p "$B/bench/malloc"
-    for p in mallocbench xthread freeidle largeloop survivors larson threadreq prodcons churn bigset mixsizes largerand colour; do
+    for p in mallocbench xthread freeidle largeloop survivors larson threadreq replace prodcons churn bigset mixsizes largerand colour; do
         cc -O2 -pthread -o "$B/bench/malloc/$p" "$ROOT/bench/malloc/$p.c" ||
             { echo "malloc/run.sh: building $p failed" >&2; exit 1; }
     done
@@ -116,11 +119,11 @@ done
 
 if [ "$MODE" = full ]; then
     MB_OPS=40000000 XT_BLOCKS=8000000 FI_MB=2048 FI_IDLE=3000
-    LL_SECS=2 LL_BYTES=$((16 << 30)) LA_THREADS="2 8" LA_OPS=200000 TR_REQS=5000
+    LL_SECS=2 LL_BYTES=$((16 << 30)) LA_THREADS="2 8" LA_OPS=200000 TR_REQS=5000 RP_WORKERS="2 4"
     PC_MSGS=6000000 XS_BLOCKS=24000000 BS_OPS=10000000 LR_STEPS=400 PF_OPS=40000000 MS_OPS=10000000
 else
     MB_OPS=12000000 XT_BLOCKS=3000000 FI_MB=512 FI_IDLE=1500
-    LL_SECS=1 LL_BYTES=$((8 << 30)) LA_THREADS="2" LA_OPS=100000 TR_REQS=3000
+    LL_SECS=1 LL_BYTES=$((8 << 30)) LA_THREADS="2" LA_OPS=100000 TR_REQS=3000 RP_WORKERS=2
     PC_MSGS=3000000 XS_BLOCKS=8000000 BS_OPS=3000000 LR_STEPS=100 PF_OPS=30000000 MS_OPS=3000000
 fi
 # xtstab's runs last ~0.25 s under mote (8x the 3M blocks of the report at
@@ -217,6 +220,9 @@ for ((rep = 1; rep <= REPS; rep++)); do
     fi
     if want threadreq; then
         each "$BIN/threadreq" $TR_REQS 2 200
+    fi
+    if want replace; then # 6M steps in all: ~0.5 s under mote, ~3 s under glibc
+        for w in $RP_WORKERS; do each "$BIN/replace" $w 4096 8000 $((6000000 / w)) 200000; done
     fi
     if want prodcons; then
         each "$BIN/prodcons" 2 $PC_MSGS 2000 250000
@@ -400,6 +406,10 @@ for name, what in (("prodcons", "prodcons"), ("prodcons-fill", "prodcons, messag
 table("thread per request", "threadreq", by("threadreq", lambda d: "%s at a time" % d.get("threads")),
       [("us/req", med("us_per_req"), lambda v: "%.1f" % v, True), ("peak", med("peak_rss"), mib, True),
        ("end", med("rss_end"), mib, True)])
+table("replace: workers replaced while their work goes on (Mops/s, peak RSS, live peak)", "replace",
+      by("replace", lambda d: "%s workers" % d.get("threads")),
+      [("Mops/s", med("mops"), lambda v: "%.2f" % v, False), ("peak", med("peak_rss"), mib, True),
+       ("live", lambda L: st([f(d.get("live_peak")) for d in L if "live_peak" in d])[0], mib, True)])
 table("churn: rounds of short-lived threads, mixed and big blocks (secs, peak RSS, page faults)", "churn",
       by("churn", lambda d: "%s threads" % d.get("threads")),
       [("secs", med("secs"), lambda v: "%.3f" % v, True), ("peak", med("peak_rss"), mib, True),

@@ -170,7 +170,7 @@ ALLOC_COLORS = {"mote": "#1f77b4", "glibc": "#7f7f7f", "tcmalloc": "#ff7f0e", "j
                 "mimalloc": "#9467bd", "go": "#d62728"}
 # bench/malloc/run.sh's round-two programs: their own section, not the
 # generic throughput and free-then-idle tables.
-ROUND2_BENCHES = {"large", "survivors", "larson", "threadreq", "prodcons", "prodcons-fill", "churn", "bigset", "mixsizes",
+ROUND2_BENCHES = {"large", "survivors", "larson", "threadreq", "replace", "prodcons", "prodcons-fill", "churn", "bigset", "mixsizes",
                   "largerand",
                   "colour", "xtstab", "xtstab-pool", "profile-on", "profile-off", "profile-file"}
 PALETTE = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
@@ -984,7 +984,7 @@ class Report:
         if not any(self.bench_name(d) in ROUND2_BENCHES for d in self.malloc):
             return
         md.append("## 3b. Allocators, round two\n")
-        md.append("Workloads mote was not tuned for (bench/malloc/{largeloop,survivors,larson,threadreq,prodcons,churn,bigset,mixsizes,largerand,colour}.c, "
+        md.append("Workloads mote was not tuned for (bench/malloc/{largeloop,survivors,larson,threadreq,replace,prodcons,churn,bigset,mixsizes,largerand,colour}.c, "
                   "xthread run five times in a row), every allocator through LD_PRELOAD in the same run. Cells: "
                   "median <sub>(min–max)</sub> over repetitions; ratios are mote ÷ the best peer for that column "
                   "(below 1 is better). Plan: docs/heap-round2-plan.md.\n")
@@ -1060,6 +1060,12 @@ class Report:
                          "a time (bench/malloc/threadreq.c). Cells: µs per request, peak RSS.", "thread per request",
                          lambda d: "%s at a time" % d.get("threads", "?"), lambda d: num(d, "us_per_req"),
                          lambda v: "%.0f µs" % v, "")
+        self.churn_table("replace", "Workers replaced while their work goes on", "each worker keeps 4096 "
+                         "blocks of 16 B–8 KiB (most small) and replaces a random one at each step, handing 1 in 5 "
+                         "of the freed blocks to the next worker to free; after 200,000 steps a worker's thread "
+                         "starts its successor, which inherits its blocks, and ends, after rpmalloc's rptest "
+                         "(bench/malloc/replace.c). Cells: seconds, peak RSS.", "workers replaced",
+                         lambda d: "%s workers" % d.get("threads", "?"), secs, lambda v: "%.2f s" % v, "")
         self.churn_table("prodcons", "Long producer/consumer churn", "2 pairs; the size range shifts every 250k "
                          "messages; each consumer keeps its last 2000 messages and frees the oldest "
                          "(bench/malloc/prodcons.c). Cells: seconds, peak RSS.", "producer/consumer",
