@@ -114,8 +114,8 @@ typedef struct __attribute__((aligned(128))) heap_page {
     uint8_t *start;            /* first byte of the run */
     struct heap_tcache *owner; /* set before the page's first block is handed
                                   out; read by remote frees (bitmap pages:
-                                  tagged, see page_owner); a small page's
-                                  changes while its cache is dead (atomic) */
+                                  tagged, see page_owner); changes while its
+                                  cache is dead (atomic) */
     uint64_t div_magic;        /* ceil(2^40 / bsize): offset -> block index */
     uint64_t prof_info;    /* large/huge sampled by the profiler: bucket << 40 | size */
     uint32_t bsize;        /* block size (small and bitmap pages) */
@@ -402,9 +402,10 @@ typedef struct heap_tcache {
 _Static_assert(__builtin_offsetof(heap_tcache, shadow) + 8 <= 64,
                "the profiler's fields share malloc's line");
 
-/* pg->owner as stored (bitmap pages tag it).  A small page changes owner
- * while its cache is dead (tcache_reclaim, pool lock), so other threads
- * read it atomically; whichever owner they see takes the block in. */
+/* pg->owner as stored (bitmap pages tag it).  A page of blocks changes
+ * owner while its cache is dead (tcache_reclaim, pool lock), so other
+ * threads read it atomically; whichever owner they see takes the block in
+ * (or passes it on). */
 static inline heap_tcache *page_owner_raw(const heap_page *pg)
 {
     return LOAD(&pg->owner, RELAXED);

@@ -30,9 +30,9 @@
  *     thread, at its exit and on mote_mem_release) or in the owner's
  *     inbox.  Its page's used count still counts it, so a page never goes
  *     back to the arena with a block in flight;
- *   - a small page changes owner only while its cache is dead, in the pool,
- *     under the pool lock (tcache_reclaim): a live thread about to take a
- *     new page takes a partly used one of a dead cache instead.  A block
+ *   - a page of blocks changes owner only while its cache is dead, in the
+ *     pool, under the pool lock (tcache_reclaim): a live thread about to
+ *     take a new page takes a partly used one of a dead cache instead.  A block
  *     still on its way to the old owner is passed on by whoever takes that
  *     inbox in (inbox_block), so every block reaches its page's owner;
  *   - caches are never freed: at thread exit a cache puts its recent lists
@@ -1073,16 +1073,17 @@ static bool reclaimable(const heap_page *pg)
  * replaced while its work goes on) leaves its cache in the pool with its
  * pages partly used; the successor frees the blocks it inherited into them,
  * and until a new thread adopts the cache that memory serves nobody while
- * the live threads' classes grow on fresh pages (rptest-like, 2 workers:
- * 58 MB peak where tcmalloc, whose exiting threads give their blocks to
- * shared lists, held 41).  The page changes owner under the pool lock (and
- * a bitmap page under the arena lock too: the scavenger's claims go by its
- * owner's asym), after the dead cache's inbox was taken in; a block still
- * on its way to the old owner is passed on (inbox_block).  Only pages that
- * hold live blocks: an empty page waits for the cache's next thread, which
- * would otherwise carve a fresh one for the class (a thread per request,
- * whose caches are empty but for the leftovers, read 5% more peak RSS when
- * any page moved), or goes back after the decay period. */
+ * the live threads' classes grow on fresh pages (bench/malloc/replace's
+ * pattern, 2 workers: 41.9 MB peak where tcmalloc, whose exiting threads
+ * give their blocks to shared lists, held 36.4; 34.2 since).  The page
+ * changes owner under the pool lock (and a bitmap page under the arena lock
+ * too: the scavenger's claims go by its owner's asym), after the dead
+ * cache's inbox was taken in; a block still on its way to the old owner is
+ * passed on (inbox_block).  Only pages that hold live blocks: an empty page
+ * waits for the cache's next thread, which would otherwise carve a fresh
+ * one for the class (a thread per request, whose caches are empty but for
+ * the leftovers, read 5% more peak RSS when any page moved), or goes back
+ * after the decay period. */
 static HEAP_NOINLINE heap_page *tcache_reclaim(heap_tcache *h, unsigned cls)
 {
     mote__assert(!h->shadow_of);
