@@ -467,6 +467,36 @@ TEST(a_block_taken_again_and_again_takes_every_line_in_turn)
     }
 }
 
+/* Blocks a program holds and replaces, taken from the run cache after a
+ * rest (other takes between), keep their lines, so the lines a program
+ * touches in them stay the ones it touched before; a block taken again
+ * soon moves (above).  Each round takes the 8 blocks in the order it took
+ * them last, so each rests 7 takes. */
+TEST(a_block_taken_again_after_a_rest_keeps_its_line)
+{
+    enum { N = 8, ROUNDS = 5 };
+    mote_mem_release();
+    char *v[N], *first[N];
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int i = 0; i < N; i++) {
+            size_t n = (size_t)(40 + i + r) << 10; /* one slice each, sizes moving */
+            v[i] = mote_malloc(n);
+            CHECK(v[i] != NULL);
+            if (r == 0)
+                first[i] = v[i];
+            CHECK(heap_test_same_run(v[i], first[i]));
+            CHECK(v[i] == first[i]); /* the same line */
+            memset(v[i], r * N + i, n);
+        }
+        for (int i = N; i-- > 0;) { /* v[0] freed last: taken first */
+            size_t n = (size_t)(40 + i + r) << 10;
+            CHECK((unsigned char)v[i][0] == (unsigned char)(r * N + i));
+            CHECK((unsigned char)v[i][n - 1] == (unsigned char)(r * N + i));
+            mote_free(v[i]);
+        }
+    }
+}
+
 /* ---- bounds and giving back ---- */
 
 TEST(cache_is_bounded)

@@ -688,8 +688,14 @@ void *mote__arena_large_alloc(size_t size, size_t align)
 uint64_t mote__arena_large_place(heap_page *pg, size_t size, uint32_t seq)
 {
     size_t run = (size_t)pg->slices << HEAP_SLICE_SHIFT;
-    mote__assert(pg->kind == HEAP_PAGE_LARGE && size <= run);
-    size_t colour = heap_colour(seq, run - size);
+    mote__assert(size <= run);
+    return mote__arena_large_place_at(pg, size, heap_colour(seq, run - size));
+}
+
+uint64_t mote__arena_large_place_at(heap_page *pg, size_t size, size_t colour)
+{
+    size_t run = (size_t)pg->slices << HEAP_SLICE_SHIFT;
+    mote__assert(pg->kind == HEAP_PAGE_LARGE && colour + size <= run && colour % 64 == 0);
     uint64_t grew = run - colour - pg->usable; /* mod 2^64 */
     pg->first = pg->start + colour;
     pg->usable = run - colour;

@@ -324,6 +324,17 @@ typedef struct heap_rbuf {
 #define HEAP_RUNCACHE_SLOTS   16
 #define HEAP_RUNCACHE_MAX     16 /* slices: 1 MiB */
 #define HEAP_RUNCACHE_BIG_MAX (16UL << 20)
+/* A block in pg[] taken again within this many takes (a loop's, or one of
+ * a few a loop cycles through) starts at a new line (heap_colour); one
+ * taken after a rest keeps its line.  A block moved to a new line at each
+ * take spreads a program's working set over new lines: rptest-like, 512
+ * blocks of 32-64 KiB replaced at random, one byte written per 4 KiB page,
+ * spent 1.5x tcmalloc's time in its own writes, all cache misses (0.90 ->
+ * 0.67 s a run, tcmalloc 0.59; 7 alternating runs on one CPU).  A loop
+ * that takes one block again and again needs the new line: at one line,
+ * its writes to the same offset of each page took 145-170 ns a pass over
+ * 100 KiB, 105-125 with the line moving (either over 4 lines or all). */
+#define HEAP_RUNCACHE_RECENT  4
 typedef struct heap_runcache {
     uint32_t colour;    /* blocks taken: the next one's cache colour (lock) */
     uint32_t n;         /* blocks in pg[], oldest first (lock) */
@@ -340,6 +351,9 @@ typedef struct heap_runcache {
      * by the owner only, read by the stats (atomic). */
     uint64_t large_grew, huge_grew;
     heap_page *pg[HEAP_RUNCACHE_SLOTS];
+    /* The blocks taken last, newest at (colour - 1) % HEAP_RUNCACHE_RECENT
+     * (lock; only compared: one may have left since) */
+    heap_page *recent[HEAP_RUNCACHE_RECENT];
 } heap_runcache;
 
 typedef struct heap_tcache {
@@ -552,6 +566,8 @@ void *mote__arena_large_alloc(size_t size, size_t align);
  * cache colour (heap_colour); returns how much usable grew (mod 2^64), for
  * the caller to count in the large in-use bytes. */
 uint64_t mote__arena_large_place(heap_page *pg, size_t size, uint32_t seq);
+/* The same, at offset colour into its run (colour + size within the run). */
+uint64_t mote__arena_large_place_at(heap_page *pg, size_t size, size_t colour);
 void mote__arena_large_free(heap_page *pg);
 /* Large blocks a thread cache kept (not in use: used 0), back to the arena
  * under one lock, free since that ms clock for the decay. */
@@ -618,17 +634,18 @@ static inline heap_segment *heap_segment_of(const void *p)
  * bytes starts up to HEAP_COLOUR_MAX bytes into its run: within the slack
  * its run has anyway (a large block), or within one page more of mapping
  * (a huge one), never leaving the run's first page (or slice), where its
- * descriptor is found.  The line comes from a count of such allocations,
- * not from the run: a run taken again and again (a loop, a cached block)
- * takes every line in turn (with the run's address deciding, 5 runs of
- * largeloop's 4 MiB loop took 6.1 or 7.4-10 us by the address the run
- * got).  The lines that were slow are the two at each end of a page: a
- * loop writing the same offset of every page of 4 MiB (bench/malloc/
- * pageline) took 8-14.5 us a pass at lines 0, 1, 62 and 63, 5.5-6.8 at
- * any other (this VM's Xeon; the hardware prefetchers work in 128-byte
- * pairs and stop at page ends).  So a colour keeps off them where the room
- * allows: the 4 MiB loop went from 6.83 to 6.46 us, glibc's 6.65 (medians
- * of 7 alternating runs; glibc's blocks start 16 bytes into a chunk). */
+ * descriptor is found.  The line comes from a count of such allocations, not
+ * from the run: a run taken again and again (a loop, a cached block taken
+ * again soon: HEAP_RUNCACHE_RECENT) takes every line in turn (with the run's
+ * address deciding, 5 runs of largeloop's 4 MiB loop took 6.1 or 7.4-10 us
+ * by the address the run got).  The lines that were slow are the two at each
+ * end of a page: a loop writing the same offset of every page of 4 MiB
+ * (bench/malloc/pageline) took 8-14.5 us a pass at lines 0, 1, 62 and 63,
+ * 5.5-6.8 at any other (this VM's Xeon; the hardware prefetchers work in
+ * 128-byte pairs and stop at page ends).  So a colour keeps off them where
+ * the room allows: the 4 MiB loop went from 6.83 to 6.46 us, glibc's 6.65
+ * (medians of 7 alternating runs; glibc's blocks start 16 bytes into a
+ * chunk). */
 #define HEAP_COLOUR_MAX (HEAP_OS_PAGE - 64)
 
 /* The offset in its run of the seq-th coloured block, with room bytes to

@@ -11,7 +11,9 @@
  *   - a kept block is a large or huge page with used 0 (so a second free
  *     of it is caught, as for any such block); it asked no alignment past
  *     64 bytes (a large one in pg[]: past 16), and a take gives it a new
- *     cache colour in the room it has; it is still counted in the arena's
+ *     cache colour in the room it has (a large one in pg[] keeps its own
+ *     unless taken within the last HEAP_RUNCACHE_RECENT takes, or its room
+ *     no longer allows it); it is still counted in the arena's
  *     in-use bytes (the stats subtract what the caches keep), and a huge
  *     one keeps its place in the segment map;
  *   - pg[0..n) is oldest first; slices is the sum of their slices, at most
@@ -76,6 +78,7 @@ heap_page *mote__runcache_take(heap_tcache *h, uint32_t slices, size_t size)
         return NULL;
     heap_page *pg = NULL;
     uint32_t seq = 0;
+    bool again = false;
     for (uint32_t i = rc->n; i-- > 0;) { /* newest first: the warmest */
         if (rc->pg[i]->slices != slices)
             continue;
@@ -85,6 +88,9 @@ heap_page *mote__runcache_take(heap_tcache *h, uint32_t slices, size_t size)
             memmove(&rc->pg[i], &rc->pg[i + 1], (rc->n - i) * sizeof rc->pg[0]);
         STORE(&rc->slices, LOAD(&rc->slices, RELAXED) - slices, RELAXED);
         seq = rc->colour++;
+        for (unsigned k = 0; k < HEAP_RUNCACHE_RECENT; k++)
+            again |= rc->recent[k] == pg;
+        rc->recent[seq % HEAP_RUNCACHE_RECENT] = pg;
         break;
     }
     runcache_unlock(h);
@@ -92,9 +98,15 @@ heap_page *mote__runcache_take(heap_tcache *h, uint32_t slices, size_t size)
         mote__assert(pg->kind == HEAP_PAGE_LARGE && !page_used(pg) && !pg->aligned);
         page_used_set(pg, 1);
         pg->zeroed = 0;
-        /* its room may differ from the last; and a loop's block starts at
-         * a new line each time (heap_colour) */
-        count_grew(&rc->large_grew, mote__arena_large_place(pg, size, seq));
+        /* A block taken again within a few takes (a loop's) starts at a
+         * new line each time, as heap_colour spreads them; one that
+         * rested while others were taken keeps its line, if its room
+         * allows it (see HEAP_RUNCACHE_RECENT). */
+        size_t run = (size_t)pg->slices << HEAP_SLICE_SHIFT;
+        size_t colour = (size_t)(pg->first - pg->start);
+        if (again || colour + size > run || (colour < 128 && run - size >= 128))
+            colour = heap_colour(seq, run - size);
+        count_grew(&rc->large_grew, mote__arena_large_place_at(pg, size, colour));
     }
     return pg;
 }
@@ -218,6 +230,8 @@ static uint32_t runcache_empty(heap_runcache *rc, heap_page **out, heap_page **b
     *big = rc->big;
     rc->big = NULL;
     STORE(&rc->big_bytes, 0, RELAXED);
+    /* a run of these that comes back through the arena has rested */
+    memset(rc->recent, 0, sizeof rc->recent);
     return n;
 }
 
