@@ -6,11 +6,14 @@
  * (2^e plus a uniform part of it, e uniform), capped at 64 KiB, writing its
  * first and last byte.  The full range (3..15) is glibc's mix; a narrow
  * one isolates a size class family (13..14: 8-32 KiB, 15: 32-64 KiB).
- * Allocator-agnostic (LD_PRELOAD).
+ * PAGES=1 also writes a byte in every 4 KiB page of each new block, as a
+ * buffer used in part (rpmalloc's rptest stamps its blocks so): an
+ * allocator that hands a block back at a new offset each time moves those
+ * bytes to new cache lines.  Allocator-agnostic (LD_PRELOAD).
  *
- *   mixsizes [THREADS=1] [OPS=5000000] [MINLOG=3] [MAXLOG=15]
- * prints: bench=mixsizes threads=N sizes=MIN-MAX ns_per_op=X peak_rss=BYTES
- *         secs=S
+ *   mixsizes [THREADS=1] [OPS=5000000] [MINLOG=3] [MAXLOG=15] [PAGES=0]
+ * prints: bench=mixsizes threads=N sizes=MIN-MAX pages=P ns_per_op=X
+ *         peak_rss=BYTES secs=S
  * (ns_per_op: one free and one malloc, per thread)
  */
 #include <pthread.h>
@@ -24,6 +27,7 @@ enum { SLOTS = 1024, CAP = 64 << 10 };
 
 static long ops = 5000000;
 static unsigned minlog = 3, maxlog = 15;
+static int pages;
 
 static void *worker(void *arg)
 {
@@ -54,6 +58,9 @@ static void *worker(void *arg)
             exit(1);
         }
         len[k] = n;
+        if (pages)
+            for (size_t o = 4096; o < n; o += 4096)
+                v[k][o] = (char)o;
         v[k][0] = (char)n;
         v[k][n - 1] = (char)k;
     }
@@ -73,10 +80,12 @@ int main(int argc, char **argv)
         minlog = (unsigned)atoi(argv[3]);
     if (argc > 4)
         maxlog = (unsigned)atoi(argv[4]);
+    if (argc > 5)
+        pages = atoi(argv[5]);
     if (threads < 1 || threads > 256 || ops < 1 || minlog < 3 || maxlog > 15 ||
-        minlog > maxlog) {
-        fprintf(stderr,
-                "usage: mixsizes [THREADS<=256] [OPS] [MINLOG>=3] [MAXLOG<=15]\n");
+        minlog > maxlog || (pages != 0 && pages != 1)) {
+        fprintf(stderr, "usage: mixsizes [THREADS<=256] [OPS] [MINLOG>=3] [MAXLOG<=15] "
+                        "[PAGES=0|1]\n");
         return 2;
     }
     pthread_t t[256];
@@ -88,9 +97,9 @@ int main(int argc, char **argv)
         pthread_join(t[i], NULL);
     double secs = mb_now() - t0;
     size_t hi = (size_t)2 << maxlog;
-    printf(
-        "bench=mixsizes threads=%d sizes=%zu-%zu ns_per_op=%.1f peak_rss=%ld secs=%.3f\n",
-        threads, (size_t)1 << minlog, hi > CAP ? (size_t)CAP : hi,
-        secs * 1e9 / (double)ops, mb_maxrss(), secs);
+    printf("bench=mixsizes threads=%d sizes=%zu-%zu pages=%d ns_per_op=%.1f peak_rss=%ld "
+           "secs=%.3f\n",
+           threads, (size_t)1 << minlog, hi > CAP ? (size_t)CAP : hi, pages,
+           secs * 1e9 / (double)ops, mb_maxrss(), secs);
     return 0;
 }

@@ -34,7 +34,8 @@
 #                100,000 blocks of 16 B..1 KiB per thread, 1 and 2 threads
 #   mixsizes     1024 slots per thread replaced at random with blocks of
 #                log-uniform sizes (after glibc's bench-malloc-thread): the
-#                whole 8 B..64 KiB mix, 8-32 KiB and 32-64 KiB alone
+#                whole 8 B..64 KiB mix, 8-32 KiB and 32-64 KiB alone, and
+#                32-64 KiB with a byte written in every 4 KiB page
 #   largerand    20 blocks of 5..25 MiB replaced at random, each zero-filled
 #                (after mimalloc-bench's malloc-large)
 #   colour       the first line of 64 blocks of 64 KiB, 100 KiB, 1 MiB and
@@ -240,6 +241,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
         each "$BIN/mixsizes" 2 $MS_OPS 3 15
         solo "$BIN/mixsizes" 1 $MS_OPS 13 14
         solo "$BIN/mixsizes" 1 $MS_OPS 15 15
+        solo "$BIN/mixsizes" 1 $MS_OPS 15 15 1
     fi
     if want largerand; then
         solo "$BIN/largerand" $LR_STEPS 20 5 25
@@ -418,7 +420,8 @@ table("bigset: random replacement in 100,000 live blocks per thread (ns/op, peak
       by("bigset", lambda d: "%s threads" % d.get("threads")),
       [("ns/op", med("ns_per_op"), lambda v: "%.1f" % v, True), ("peak", med("peak_rss"), mib, True)])
 table("mixsizes: 1024 slots per thread replaced at random, log-uniform sizes (ns/op, peak RSS)",
-      "mixsizes", by("mixsizes", lambda d: "%s threads, %s B" % (d.get("threads"), d.get("sizes"))),
+      "mixsizes", by("mixsizes", lambda d: "%s threads, %s B%s" % (d.get("threads"), d.get("sizes"),
+                                                                  ", every page" if d.get("pages") == "1" else "")),
       [("ns/op", med("ns_per_op"), lambda v: "%.1f" % v, True), ("peak", med("peak_rss"), mib, True)])
 table("largerand: 20 blocks of 5-25 MiB replaced at random, zero-filled (ms/step, faults, peak RSS)",
       "largerand", by("largerand", lambda d: "%s slots" % d.get("slots")),

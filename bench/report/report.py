@@ -1092,9 +1092,11 @@ class Report:
         self.churn_table("mixsizes", "Blocks of every size replaced at random", "each thread keeps 1024 slots "
                          "and replaces the block of a random one with a new block of a log-uniform size, writing "
                          "its ends, after glibc's benchtests/bench-malloc-thread: the whole 8 B–64 KiB mix, and "
-                         "8–32 KiB and 32–64 KiB alone (bench/malloc/mixsizes.c). No target. Cells: ns per "
-                         "free+malloc, peak RSS.", "mixsizes",
-                         lambda d: "%s threads, %s B" % (d.get("threads", "?"), d.get("sizes", "?")),
+                         "8–32 KiB and 32–64 KiB alone; and 32–64 KiB with a byte written in every 4 KiB page, "
+                         "a buffer used in part, as rpmalloc's rptest stamps its blocks "
+                         "(bench/malloc/mixsizes.c). No target. Cells: ns per free+malloc, peak RSS.", "mixsizes",
+                         lambda d: "%s threads, %s B%s" % (d.get("threads", "?"), d.get("sizes", "?"),
+                                                           ", every page" if d.get("pages") == "1" else ""),
                          lambda d: num(d, "ns_per_op"), lambda v: "%.0f ns" % v, "", target=False)
         self.churn_table("largerand", "Big blocks of random sizes replaced at random", "20 slots hold blocks of "
                          "5–25 MiB; each step frees a random slot's block and puts a new one of a random size there, "
