@@ -1128,6 +1128,13 @@ static HEAP_NOINLINE heap_page *tcache_reclaim(heap_tcache *h, unsigned cls)
     return got;
 }
 
+/* tcache_reclaim where there may be something to take, without a call
+ * where there is not (no dead cache, or a shadow). */
+static inline heap_page *tcache_reclaim_if_any(heap_tcache *h, unsigned cls)
+{
+    return !h->shadow_of && LOAD(&pool, RELAXED) ? tcache_reclaim(h, cls) : NULL;
+}
+
 /* ---- bitmap classes ---- */
 
 void mote__tcache_free_bitmap(heap_page *pg, void *p)
@@ -1240,7 +1247,7 @@ static void *tcache_alloc_bitmap(heap_tcache *h, unsigned cls)
         }
         pg = next;
     }
-    if (!h->shadow_of && LOAD(&pool, RELAXED) && (pg = tcache_reclaim(h, cls))) {
+    if ((pg = tcache_reclaim_if_any(h, cls))) {
         void *p = bm_claim(pg); /* NULL if the scavenger took its free blocks */
         if (p) {
             h->bm_out[cls - HEAP_BITMAP_CLS]++;
@@ -1311,7 +1318,7 @@ static heap_page *tcache_find_page(heap_tcache *h, unsigned cls)
         h->cur[cls] = pg;
         return pg;
     }
-    if (!h->shadow_of && LOAD(&pool, RELAXED) && (pg = tcache_reclaim(h, cls))) {
+    if ((pg = tcache_reclaim_if_any(h, cls))) {
         if (!pg->free)
             mote__page_extend(pg);
         h->cur[cls] = pg;
