@@ -1053,7 +1053,9 @@ class Report:
         secs = lambda d: num(d, "secs")
         self.churn_table("larson", "Server churn (larson-like)", "threads swap blocks into each other's slots while "
                          "allocating (1 in 8 foreign), exit after a round and hand their blocks to a successor; "
-                         "10 generations (bench/malloc/larson.c). Cells: seconds, peak RSS.", "larson",
+                         "10 generations (bench/malloc/larson.c); two runs per repetition (the 8-thread churn "
+                         "too), as a fraction of a second is short for this machine's phases. Cells: seconds, "
+                         "peak RSS.", "larson",
                          lambda d: "%s threads" % d.get("threads", "?"), secs, lambda v: "%.3f s" % v, "")
         self.churn_table("threadreq", "Thread per request", "each request is a new thread that allocates 200 "
                          "blocks of 16 B–2 KiB, frees all but one 64 B object kept in a global list, and exits; 2 at "
