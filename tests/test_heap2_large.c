@@ -470,11 +470,13 @@ TEST(a_block_taken_again_and_again_takes_every_line_in_turn)
 /* Blocks a program holds and replaces, taken from the run cache after a
  * rest (other takes between), keep their lines, so the lines a program
  * touches in them stay the ones it touched before; a block taken again
- * soon moves (above).  Each round takes the 8 blocks in the order it took
- * them last, so each rests 7 takes. */
+ * soon moves (above).  Each round takes the N blocks in the order it took
+ * them last, so each rests N - 1 takes. */
 TEST(a_block_taken_again_after_a_rest_keeps_its_line)
 {
-    enum { N = 8, ROUNDS = 5 };
+    enum { N = HEAP_RUNCACHE_RECENT + 4, ROUNDS = 5 };
+    _Static_assert(N <= HEAP_RUNCACHE_SLOTS && N <= HEAP_RUNCACHE_MAX,
+                   "all kept at once");
     mote_mem_release();
     char *v[N], *first[N];
     for (int r = 0; r < ROUNDS; r++) {

@@ -331,10 +331,13 @@ typedef struct heap_rbuf {
  * blocks of 32-64 KiB replaced at random, one byte written per 4 KiB page,
  * spent 1.5x tcmalloc's time in its own writes, all cache misses (0.90 ->
  * 0.67 s a run, tcmalloc 0.59; 7 alternating runs on one CPU).  A loop
- * that takes one block again and again needs the new line: at one line,
- * its writes to the same offset of each page took 145-170 ns a pass over
- * 100 KiB, 105-125 with the line moving (either over 4 lines or all). */
-#define HEAP_RUNCACHE_RECENT  4
+ * over a few blocks needs the new line: writing the same offset of each
+ * page of one 100 KiB block took 145-170 ns a pass at one line, 105-125
+ * with the line moving; of one of 2, 5 or 8 blocks picked at random,
+ * 106-128 ns with each block on a line of its own, 90-96 moving; from 12
+ * blocks up both read the same (scratch loops on raw memory, one CPU,
+ * 2026-12-06). */
+#define HEAP_RUNCACHE_RECENT  8
 typedef struct heap_runcache {
     uint32_t colour;    /* blocks taken: the next one's cache colour (lock) */
     uint32_t n;         /* blocks in pg[], oldest first (lock) */
