@@ -499,6 +499,28 @@ TEST(a_block_taken_again_after_a_rest_keeps_its_line)
     }
 }
 
+/* A kept line is one heap_colour could have given for the block's room now
+ * (heap_colour_allowed): the colours it allows are the colours heap_colour
+ * gives, for rooms of none, one, two and many lines. */
+TEST(the_lines_a_kept_block_may_keep_are_those_heap_colour_gives)
+{
+    static const size_t rooms[] = {0,    1,    63,   64,   127,  128,   129,
+                                   191,  192,  255,  256,  1000, 3903,  3904,
+                                   3968, 4032, 4095, 4096, 8192, 100000};
+    for (size_t k = 0; k < sizeof rooms / sizeof *rooms; k++) {
+        uint64_t given = 0, allowed = 0; /* bit i: line i of a page */
+        for (uint32_t seq = 0; seq < 20000; seq++) {
+            size_t c = heap_colour(seq, rooms[k]);
+            CHECK(c % 64 == 0 && c <= rooms[k] && c <= HEAP_COLOUR_MAX);
+            given |= 1ULL << (c / 64);
+        }
+        for (size_t c = 0; c < HEAP_OS_PAGE; c += 64)
+            if (heap_colour_allowed(c, rooms[k]))
+                allowed |= 1ULL << (c / 64);
+        CHECK(given == allowed);
+    }
+}
+
 /* ---- bounds and giving back ---- */
 
 TEST(cache_is_bounded)

@@ -655,17 +655,38 @@ static inline heap_segment *heap_segment_of(const void *p)
  * spare: a multiple of 64, at most room and HEAP_COLOUR_MAX, and off the
  * first and last two lines of a page when room has 2 lines or more.
  * Consecutive counts spread over the lines (a Weyl sequence). */
+static inline size_t heap_colour_lines(size_t room)
+{
+    return (room < HEAP_COLOUR_MAX ? room : HEAP_COLOUR_MAX) >> 6;
+}
+
+/* The last line a colour may take when room has lines >= 2 lines. */
+static inline size_t heap_colour_last(size_t lines)
+{
+    return lines < HEAP_OS_PAGE / 64 - 3 ? lines : HEAP_OS_PAGE / 64 - 3;
+}
+
 static inline size_t heap_colour(uint32_t seq, size_t room)
 {
-    size_t lines = (room < HEAP_COLOUR_MAX ? room : HEAP_COLOUR_MAX) >> 6;
+    size_t lines = heap_colour_lines(room);
     /* the sequence's top bits, scaled to the count: they spread evenly
      * where its low bits, taken modulo, repeated (64 blocks took 31 lines
      * modulo 60) */
     uint64_t h = ((uint64_t)seq * 0x9E3779B97F4A7C15ULL) >> 32;
     if (lines < 2)
         return (size_t)((h * (lines + 1)) >> 32) << 6;
-    size_t last = lines < HEAP_OS_PAGE / 64 - 3 ? lines : HEAP_OS_PAGE / 64 - 3;
-    return (size_t)(2 + ((h * (last - 1)) >> 32)) << 6; /* lines 2..last */
+    return (size_t)(2 + ((h * (heap_colour_last(lines) - 1)) >> 32))
+           << 6; /* lines 2..last */
+}
+
+/* Whether heap_colour could have given this colour (a multiple of 64) for
+ * room: a block that keeps its line keeps to the same rules. */
+static inline bool heap_colour_allowed(size_t colour, size_t room)
+{
+    size_t lines = heap_colour_lines(room);
+    if (lines < 2)
+        return colour <= lines << 6;
+    return colour >= 128 && colour <= heap_colour_last(lines) << 6;
 }
 
 /* ---- page.c ---- */

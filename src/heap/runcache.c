@@ -100,11 +100,12 @@ heap_page *mote__runcache_take(heap_tcache *h, uint32_t slices, size_t size)
         pg->zeroed = 0;
         /* A block taken again within a few takes (a loop's) starts at a
          * new line each time, as heap_colour spreads them; one that
-         * rested while others were taken keeps its line, if its room
-         * allows it (see HEAP_RUNCACHE_RECENT). */
+         * rested while others were taken keeps its line, if heap_colour
+         * could have given it that line for this room (see
+         * HEAP_RUNCACHE_RECENT). */
         size_t run = (size_t)pg->slices << HEAP_SLICE_SHIFT;
         size_t colour = (size_t)(pg->first - pg->start);
-        if (again || colour + size > run || (colour < 128 && run - size >= 128))
+        if (again || !heap_colour_allowed(colour, run - size))
             colour = heap_colour(seq, run - size);
         count_grew(&rc->large_grew, mote__arena_large_place_at(pg, size, colour));
     }
