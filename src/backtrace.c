@@ -11,14 +11,22 @@
 #include "arch/arch.h"
 #include "freeze.h"
 #include "os/os.h"
+#include "sanitizer.h"
 
-/* len bytes at the word-aligned address at of t's stack, t running here
- * (its own live stack); false outside it. */
-static bool stack_read_live(const task *t, uintptr_t at, void *out, size_t len)
+/* len bytes (whole words) at the word-aligned address at of t's stack, t
+ * running here (its own live stack); false outside it.  Word by word and
+ * not instrumented: the frames it reads may hold ASan's redzones (a
+ * program built without frame pointers keeps ASan's frame base in the
+ * frame-pointer register, so the walk starts on one). */
+SANITIZER_UNCHECKED static bool stack_read_live(const task *t, uintptr_t at,
+                                                uintptr_t *out, size_t len)
 {
-    if ((at & 7) || at < stack_lo(&t->stack) || at + len > stack_top(&t->stack))
+    if ((at | len) % sizeof(uintptr_t) || at < stack_lo(&t->stack) ||
+        at + len > stack_top(&t->stack))
         return false;
-    memcpy(out, (const void *)at, len);
+    const volatile uintptr_t *w = (const volatile uintptr_t *)at;
+    for (size_t i = 0; i < len / sizeof(uintptr_t); i++)
+        out[i] = w[i];
     return true;
 }
 

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "os/os.h"
+#include "sanitizer.h"
 #include "spin.h"
 #include "stack.h"
 
@@ -79,15 +80,12 @@ static void fz_unlock(task *t, uint8_t v)
 
 /* ---- copying stack bytes ------------------------------------------------ */
 
-/* The live bytes, word by word.  Not instrumented: ASan keeps redzones
- * between locals poisoned, and TSan cannot see that the write-protection
- * orders this read after every store it can return (freeze.h). */
-#if defined(__clang__)
-#define FZ_NO_SANITIZE __attribute__((no_sanitize("address", "thread")))
-#else
-#define FZ_NO_SANITIZE __attribute__((no_sanitize_address, no_sanitize_thread))
-#endif
-FZ_NO_SANITIZE static void fz_copy_words(unsigned char *dst, uintptr_t src, size_t len)
+/* The live bytes, word by word.  Not instrumented (SANITIZER_UNCHECKED):
+ * ASan keeps redzones between locals poisoned, and TSan cannot see that
+ * the write-protection orders this read after every store it can return
+ * (freeze.h). */
+SANITIZER_UNCHECKED static void fz_copy_words(unsigned char *dst, uintptr_t src,
+                                              size_t len)
 {
     const volatile uint64_t *s = (const volatile uint64_t *)src;
     uint64_t *d = (uint64_t *)(void *)dst;
@@ -976,7 +974,7 @@ bool mote__freeze_forget(task *t)
     }
 }
 
-FZ_NO_SANITIZE static void fz_peek_copy(void *dst, uintptr_t src, size_t len)
+SANITIZER_UNCHECKED static void fz_peek_copy(void *dst, uintptr_t src, size_t len)
 {
     const volatile unsigned char *s = (const volatile unsigned char *)src;
     unsigned char *d = dst;

@@ -6,7 +6,10 @@
  * (a stall report once named only mote_now and task_entry, its caller
  * skipped: the sample had landed on mote_now's first instruction).  The
  * "code" here is bytes in an array: the function reads them, never runs
- * them.  Cases run inside a task, whose stack bounds the reads.
+ * them.  Cases run inside a task, whose stack bounds the reads.  A walk
+ * may start on any word of the task's stack: in a program built without
+ * frame pointers the register can hold AddressSanitizer's frame base, and
+ * reading the redzones there aborted a task dump under ASan.
  */
 #include <stdint.h>
 #include <string.h>
@@ -84,6 +87,18 @@ TEST_TASK(a_stack_pointer_outside_the_task_stack_is_not_read)
     CHECK_EQ(pcs[0], (uintptr_t)push_rbp + 1);
     for (int i = 1; i < n; i++)
         CHECK(pcs[i] != (uintptr_t)FAKE_RET);
+}
+
+/* A frame pointer into a redzone ASan keeps poisoned (past a local array's
+ * end): the walk reads it as words, with no report, and stays in bounds. */
+TEST_TASK(a_walk_that_starts_in_a_sanitizer_redzone_reads_it_quietly)
+{
+    _Alignas(32) volatile char local[40];
+    memset((char *)local, 1, sizeof local);
+    uintptr_t pcs[8];
+    int n = mote__backtrace_from(mote__self(), (uintptr_t)local + sizeof local, pcs, 8);
+    CHECK(n >= 0 && n <= 8);
+    __asm__ volatile("" : : "r"(local) : "memory");
 }
 
 TEST_MAIN()

@@ -55,6 +55,7 @@
 #include "heap/heap.h"
 #include "heap/internal.h"
 #include "os/os.h"
+#include "sanitizer.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -309,12 +310,7 @@ static int prof_called(uintptr_t ret, uintptr_t f, uintptr_t pc)
 
 /* The search reads words of the program's frames that AddressSanitizer
  * poisons (redzones around its locals): read, never written, and only
- * within this thread's stack. */
-#if defined(__clang__)
-#define PROF_NO_ASAN __attribute__((no_sanitize("address")))
-#else
-#define PROF_NO_ASAN __attribute__((no_sanitize_address))
-#endif
+ * within this thread's stack (SANITIZER_UNCHECKED). */
 
 static inline bool prof_frame_ok(const uintptr_t *fp, const uintptr_t *next, uintptr_t hi)
 {
@@ -332,8 +328,8 @@ static inline bool prof_frame_ok(const uintptr_t *fp, const uintptr_t *next, uin
  * call to that function, in the frameless function's own few words: its
  * slot, or NULL.  A chain that cannot be checked (its call was indirect)
  * has its first 8 words looked at only, a frameless function's frame. */
-PROF_NO_ASAN static uintptr_t *prof_hidden_frame(uintptr_t *fp, uintptr_t *next,
-                                                 uintptr_t hi, uintptr_t ret0)
+SANITIZER_UNCHECKED static uintptr_t *prof_hidden_frame(uintptr_t *fp, uintptr_t *next,
+                                                        uintptr_t hi, uintptr_t ret0)
 {
     uintptr_t f0 = mote__os_function_start(ret0);
     size_t words = 32;
@@ -360,8 +356,8 @@ PROF_NO_ASAN static uintptr_t *prof_hidden_frame(uintptr_t *fp, uintptr_t *next,
  * saved among the words it pushed; checked as above (its return address
  * came from a call to the function holding *slot).  The word holding it,
  * or NULL. */
-PROF_NO_ASAN static uintptr_t *prof_frame_after(uintptr_t *fp, uintptr_t *slot,
-                                                uintptr_t hi)
+SANITIZER_UNCHECKED static uintptr_t *prof_frame_after(uintptr_t *fp, uintptr_t *slot,
+                                                       uintptr_t hi)
 {
     uintptr_t f = mote__os_function_start(*slot);
     for (uintptr_t *k = fp + 2; k < slot; k++) {
@@ -378,7 +374,8 @@ PROF_NO_ASAN static uintptr_t *prof_frame_after(uintptr_t *fp, uintptr_t *slot,
  * depends on the code only, the same at every pass through the same two
  * return addresses: it is remembered by them (checking each time cost a
  * sample 45 ns more, ~2% of mallocbench at the default rate). */
-PROF_NO_ASAN static int prof_backtrace(heap_tcache *h, uintptr_t *fp, uintptr_t *pc)
+SANITIZER_UNCHECKED static int prof_backtrace(heap_tcache *h, uintptr_t *fp,
+                                              uintptr_t *pc)
 {
     int n = 0;
     uintptr_t ret0 = fp[1];
