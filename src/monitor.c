@@ -28,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #include "backtrace.h"
@@ -79,11 +78,8 @@ static void monitor_urg(int sig, siginfo_t *si, void *ucv)
             mote__os_signal_forward(sig, si, ucv, &mon.prev_urg);
         return;
     }
-    ucontext_t *uc = ucv;
-    w->stall_npcs = mote__backtrace_interrupted(
-        t, (uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
-        (uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
-        (uintptr_t)uc->uc_mcontext.gregs[REG_RBP], w->stall_pcs, 24);
+    arch_interrupted r = arch_interrupted_regs(ucv);
+    w->stall_npcs = mote__backtrace_interrupted(t, r.ip, r.sp, r.fp, w->stall_pcs, 24);
     FETCH_ADD(&w->stall_seq, 1, RELEASE);
 }
 

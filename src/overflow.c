@@ -10,10 +10,12 @@
  * thread.  A frame bigger than the guard can jump past its own guard and
  * land in the guard below the next stack down; the guard's owner is then
  * an innocent neighbour, so the handler names the running task and says
- * whose guard it hit.  (A jump that lands in a neighbour's usable stack
- * does not fault at all: code built with -fstack-clash-protection, which
- * `pkg-config --cflags mote` and the CMake package add, probes every page
- * of a big frame and always hits its own guard first.)
+ * whose guard it hit.  One that lands on memory no stack owns is known by
+ * the stack pointer, below the running task's stack.  (A jump that lands
+ * in a neighbour's usable stack does not fault at all: code built with
+ * -fstack-clash-protection, which `pkg-config --cflags mote` and the CMake
+ * package add, probes every page of a big frame and always hits its own
+ * guard first.)
  */
 #include "overflow.h"
 
@@ -23,6 +25,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "arch/arch.h"
 #include "os/os.h"
 #include "stack.h"
 #include "task.h"
@@ -66,31 +69,51 @@ static char *put_size(char *p, char *end, size_t size)
     return put(p, end, " KiB");
 }
 
+/* Names cur, the task that overflowed; jumped: by a frame bigger than the
+ * guard, which landed in the guard of owner (if not NULL) or elsewhere. */
+static _Noreturn void overflow_report(const task *cur, bool jumped, const task *owner)
+{
+    char msg[512], *p = msg, *end = msg + sizeof msg - 1;
+    p = put(p, end, "mote: ");
+    p = put_task(p, end, cur);
+    p = put(p, end, " overflowed its ");
+    p = put_size(p, end, stack_class_size(stack_cls(&cur->stack)));
+    p = put(p, end, " stack");
+    if (jumped) {
+        p = put(p, end, ": a frame bigger than the guard jumped past it");
+        if (owner) {
+            p = put(p, end, " into the guard of ");
+            p = put_task(p, end, owner);
+        }
+        p = put(p, end, " (build with -fstack-clash-protection)");
+    }
+    p = put(p, end, "\n");
+    mote__os_write_all(STDERR_FILENO, msg, (size_t)(p - msg));
+    signal(SIGABRT, SIG_DFL);
+    abort();
+}
+
+/* How far below its stack a task's stack pointer may be and the fault
+ * still be read as its overflow: a frame of up to this size. */
+#define OVERFLOW_REACH (256u << 20)
+
 static void overflow_handler(int sig, siginfo_t *si, void *uc)
 {
     void *owner;
     size_t size;
     const task *cur = mote__current_task; /* initial-exec TLS: signal-safe */
-    if (cur && cur->started &&
-        mote__stack_guard_hit((uintptr_t)si->si_addr, &owner, &size)) {
-        char msg[512], *p = msg, *end = msg + sizeof msg - 1;
-        p = put(p, end, "mote: ");
-        p = put_task(p, end, cur);
-        p = put(p, end, " overflowed its ");
-        p = put_size(p, end, stack_class_size(stack_cls(&cur->stack)));
-        p = put(p, end, " stack");
-        if (owner != cur) {
-            p = put(p, end, ": a frame bigger than the guard jumped past it");
-            if (owner) {
-                p = put(p, end, " into the guard of ");
-                p = put_task(p, end, owner);
-            }
-            p = put(p, end, " (build with -fstack-clash-protection)");
-        }
-        p = put(p, end, "\n");
-        mote__os_write_all(STDERR_FILENO, msg, (size_t)(p - msg));
-        signal(SIGABRT, SIG_DFL);
-        abort();
+    uintptr_t addr = (uintptr_t)si->si_addr;
+    if (cur && cur->started) {
+        if (mote__stack_guard_hit(addr, &owner, &size))
+            overflow_report(cur, owner != cur, owner);
+        /* A frame that jumped past the guard and faulted on memory that is
+         * no stack's (built without -fstack-clash-protection): the stack
+         * pointer is below the task's stack, the fault between the two (or
+         * in the red zone below the stack pointer, a leaf's). */
+        uintptr_t sp = arch_interrupted_regs(uc).sp, lo = stack_lo(&cur->stack);
+        if (sp < lo && lo - sp <= OVERFLOW_REACH && addr + ARCH_RED_ZONE >= sp &&
+            addr < lo)
+            overflow_report(cur, true, NULL);
     }
     /* Not ours: behave as if mote had never installed a handler. */
     mote__os_signal_forward(sig, si, uc, &overflow_prev);

@@ -1,11 +1,14 @@
 /* test_overflow.c - a stack overflow is never silent: the guard hit prints
- * which task overflowed which stack, then aborts; other faults reach the
- * program's own SIGSEGV handler as if mote had none. */
+ * which task overflowed which stack, then aborts, and so does a frame that
+ * jumped past the guard onto memory no stack owns (code built without
+ * -fstack-clash-protection); other faults reach the program's own SIGSEGV
+ * handler as if mote had none. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -117,6 +120,41 @@ static void main_renewed(void *arg)
     main_unnamed(NULL); /* reuses one of them, and must still be caught */
 }
 
+/* A frame far bigger than the guard, with no probe of its pages: the stack
+ * pointer moves below the stack at once and the first store faults there.
+ * The store's target is made a page no one may touch, some MiB below this
+ * task's stack, so that it faults wherever the stacks lie. */
+static void big_unprobed_frame(void *arg)
+{
+    (void)arg;
+    char here;
+    uintptr_t sp = (uintptr_t)&here & ~(uintptr_t)4095;
+    void *page = MAP_FAILED;
+    for (uintptr_t mib = 8; mib <= 200 && page == MAP_FAILED; mib += 8)
+        page = mmap((void *)(sp - (mib << 20)), 4096, PROT_NONE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (page == MAP_FAILED) {
+        fprintf(stderr, "no free page below the stack to fault on\n");
+        _exit(77);
+    }
+    uintptr_t frame = (uintptr_t)page + 64;
+    __asm__ volatile("mov %%rsp, %%rbx\n\t"
+                     "mov %0, %%rsp\n\t"
+                     "movb $1, (%%rsp)\n\t" /* faults */
+                     "mov %%rbx, %%rsp\n\t"
+                     :
+                     : "r"(frame)
+                     : "rbx", "memory");
+}
+
+static void main_big_frame(void *arg)
+{
+    (void)arg;
+    mote_task_opts o = {.name = "big_frame", .stack_size = 16 * 1024};
+    CHECK_EQ(mote_go_ex(big_unprobed_frame, NULL, &o), 0);
+    mote_sleep(60LL * 1000000000); /* the fault ends the process first */
+}
+
 static void run_main(void *fn)
 {
     mote_run((mote_fn)fn, NULL);
@@ -190,6 +228,13 @@ TEST(stack_from_a_renewed_chunk_is_guarded_again)
 {
     expect_overflow(run_main, (void *)main_renewed,
                     "(deep_recursion) overflowed its 16 KiB stack");
+}
+
+TEST(a_frame_that_jumps_past_the_guard_onto_no_stack_is_named)
+{
+    expect_overflow(run_main, (void *)main_big_frame,
+                    " (big_frame) overflowed its 16 KiB stack: a frame bigger than the "
+                    "guard jumped past it (build with -fstack-clash-protection)");
 }
 
 /* the mprotect fallback of kernels without MADV_GUARD_INSTALL */

@@ -1,7 +1,8 @@
 /*
  * arch.h - the architecture layer: a saved execution context and the switch
  * between two of them; and the few instructions that walks of frame-pointer
- * chains decode (a function's entry, a call, a PLT stub, a jump thunk).
+ * chains decode (a function's entry, a call, a PLT stub, a jump thunk), and
+ * the registers a signal handler finds interrupted.
  * Only x86-64 exists (src/arch/x86_64/switch.S); the build stops with a
  * clear message elsewhere.
  *
@@ -15,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <ucontext.h>
 
 #if !defined(__x86_64__)
 #error "mote: unsupported architecture (only x86-64 has a context switch)"
@@ -23,6 +25,24 @@
 typedef struct arch_ctx {
     void *sp;
 } arch_ctx;
+
+/* The registers of a thread a signal interrupted, from the handler's
+ * ucontext_t (passed as void *: the caller needs no <ucontext.h>). */
+typedef struct arch_interrupted {
+    uintptr_t ip, sp, fp;
+} arch_interrupted;
+
+/* Bytes below the stack pointer a leaf function may use without moving it
+ * (the System V ABI's red zone). */
+#define ARCH_RED_ZONE 128
+
+static inline arch_interrupted arch_interrupted_regs(const void *ucontext)
+{
+    const ucontext_t *uc = ucontext;
+    return (arch_interrupted){.ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
+                              .sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
+                              .fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP]};
+}
 
 /* Asks for the line holding p in a writable state (a request for
  * ownership), so a load then a store to a line another CPU wrote cost one
