@@ -160,13 +160,14 @@ const mote__option mote__options[OPT_COUNT] = {
         {.name = "MOTE_HEAPPROFILE",
          .kind = OPT_KIND_PATH,
          .scope = OPT_HEAP,
+         .max = 3999, /* HEAP_PROF_PATH_MAX - 1: with "%p" expanded, a file name */
          .def = 0,
          .def_doc = "unset (off)",
          .doc =
              "sample allocations and write a heap profile (in-use and allocated bytes by "
              "call stack, for `go tool pprof`) to this file at exit and on "
              "`mote_heap_profile_write`; `%p` in it is replaced by the process id",
-         .expect = "a file name"},
+         .expect = "a file name of 1 to 3999 bytes"},
     [OPT_HEAPPROFILE_RATE] =
         {.name = "MOTE_HEAPPROFILE_RATE",
          .kind = OPT_KIND_SIZE,
@@ -330,6 +331,8 @@ static int option_parse(const mote__option *o, const char *s, uint64_t *out)
     case OPT_KIND_PATH:
         if (!*s)
             return -EINVAL;
+        if (strnlen(s, o->max + 1) > o->max)
+            return -ERANGE;
         *out = 1;
         return 0;
     case OPT_KIND_CHOICE: {

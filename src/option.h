@@ -42,8 +42,9 @@ enum mote__opt_kind {
     OPT_KIND_MS,       /* milliseconds, digits only */
     OPT_KIND_DURATION, /* a number with a unit: ns, us, ms, s, m, h */
     OPT_KIND_CHOICE,   /* one word of a list: the value is its index */
-    OPT_KIND_PATH,     /* a file name, any non-empty string: the value is 1
-                          when set (read the string with getenv) */
+    OPT_KIND_PATH,     /* a file name, a non-empty string of at most max
+                          bytes: the value is 1 when set (read the string
+                          with getenv) */
 };
 
 /* Value of an option set to "off" where that is allowed: no limit, never. */
@@ -57,7 +58,8 @@ typedef struct mote__option {
     uint8_t kind;        /* enum mote__opt_kind */
     uint8_t scope;       /* enum mote__opt_scope */
     bool off_ok;         /* "off" is accepted, as OPT_OFF */
-    uint64_t min, max;   /* inclusive range of numeric kinds */
+    uint64_t min, max;   /* inclusive range of numeric kinds; a path's
+                            longest length */
     const char *choices; /* OPT_KIND_CHOICE: "off,lazy,eager" */
     uint64_t def;        /* default value; see mote__option_read */
     const char *def_doc; /* the default as the README states it */

@@ -265,11 +265,8 @@ TEST(freed_memory_serves_big_blocks_at_once_under_an_address_space_limit)
     CHECK_EQ(test_fork_with_address_space(big_blocks_after_freeing_all, 256u << 20), 0);
 }
 
-/* Runs fn in a child; it must abort with the invalid-pointer message of
- * the call named. */
-/* fn aborts with the report of an invalid pointer given to call, which
- * names a double free exactly when twice is true. */
-static void expect_abort_says(void (*fn)(void), const char *call, bool twice)
+/* Runs fn in a child, which must abort; what it wrote to stderr in buf. */
+static void abort_output(void (*fn)(void), char *buf, size_t len)
 {
     int pipefd[2];
     CHECK(pipe(pipefd) == 0);
@@ -281,14 +278,22 @@ static void expect_abort_says(void (*fn)(void), const char *call, bool twice)
         _exit(0);
     }
     close(pipefd[1]);
-    char buf[512] = {0};
     ssize_t r, n = 0;
-    while ((r = read(pipefd[0], buf + n, sizeof buf - 1 - (size_t)n)) > 0)
+    while ((r = read(pipefd[0], buf + n, len - 1 - (size_t)n)) > 0)
         n += r;
+    buf[n] = 0;
     close(pipefd[0]);
     int st;
     CHECK(waitpid(pid, &st, 0) == pid);
     CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+}
+
+/* fn aborts with the report of an invalid pointer given to call, which
+ * names a double free exactly when twice is true. */
+static void expect_abort_says(void (*fn)(void), const char *call, bool twice)
+{
+    char buf[512];
+    abort_output(fn, buf, sizeof buf);
     char want[64];
     snprintf(want, sizeof want, "mote: %s(): invalid pointer 0x", call);
     if (!strstr(buf, want))
@@ -499,6 +504,28 @@ TEST(realloc_of_a_freed_block_aborts)
     expect_abort_says(realloc_freed, "realloc", true);
     expect_abort_says(realloc_freed_bitmap, "realloc", true);
     expect_abort_says(realloc_freed_growing, "realloc", true);
+}
+
+/* The size of a freed big block (its page is gone): the report says the
+ * block is free, and does not call it a double free. */
+static void usable_size_of_a_freed_large_block(void)
+{
+    void *p = mote_malloc(300000);
+    mote_free(p);
+    (void)mote_usable_size(p);
+}
+TEST(usable_size_of_a_freed_large_block_aborts_naming_a_use_after_free)
+{
+    if (TEST_SANITIZED)
+        TEST_SKIP("sanitizer build");
+    char buf[512];
+    abort_output(usable_size_of_a_freed_large_block, buf, sizeof buf);
+    if (!strstr(buf, "mote: mote_usable_size(): invalid pointer 0x") ||
+        !strstr(buf, ": the block is free already (a use after free)"))
+        fprintf(stderr, "got: %s\n", buf);
+    CHECK(strstr(buf, "mote: mote_usable_size(): invalid pointer 0x") != NULL);
+    CHECK(strstr(buf, ": the block is free already (a use after free)") != NULL);
+    CHECK(strstr(buf, "double free") == NULL);
 }
 
 TEST_MAIN()

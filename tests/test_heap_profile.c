@@ -647,6 +647,17 @@ TEST(an_invalid_rate_or_path_stops_mote_run)
     CHECK_EQ(run_child(bad_rate2, self, "child_run"), EINVAL);
     const char *empty_path[] = {"MOTE_HEAPPROFILE", "", NULL};
     CHECK_EQ(run_child(empty_path, self, "child_run"), EINVAL);
+    /* longer than a file name can be once "%p" is expanded: refused, with
+     * a message, as any invalid value; 3999 bytes are taken */
+    static char long_path[4001];
+    memset(long_path, 'x', 4000);
+    const char *too_long[] = {"MOTE_HEAPPROFILE", long_path, NULL};
+    CHECK_EQ(run_child(too_long, self, "child_run"), EINVAL);
+    char err[4096];
+    CHECK_EQ(run_child_err(too_long, self, "child_exit_only", err, sizeof err), 0);
+    CHECK(strstr(err, "MOTE_HEAPPROFILE=") && strstr(err, "is invalid"));
+    long_path[3999] = 0;
+    CHECK_EQ(run_child(too_long, self, "child_run"), 0);
     const char *good[] = {"MOTE_HEAPPROFILE_RATE", "64K", NULL};
     CHECK_EQ(run_child(good, self, "child_run"), 0);
 }

@@ -81,10 +81,9 @@ static void heap_config_load(void)
         static char path[HEAP_PROF_PATH_MAX];
         const char *e = getenv(mote__options[OPT_HEAPPROFILE].name);
         size_t len = e ? strlen(e) : 0;
-        if (len >= sizeof path) {
-            mote__os_write_err("mote: MOTE_HEAPPROFILE is longer than 4000 bytes: the "
-                               "profiler stays off\n");
-        } else if (e) {
+        /* (the option's max refused a longer one, with a message) */
+        mote__assert(mote__options[OPT_HEAPPROFILE].max < sizeof path);
+        if (e && len < sizeof path) {
             memcpy(path, e, len + 1);
             mote__heap_cfg.prof_path = path;
         }
@@ -129,8 +128,12 @@ static bool heap_free_already(const void *p)
 void mote__heap_invalid_free(const void *p, const char *what)
 {
     char buf[160];
-    snprintf(buf, sizeof buf, "mote: %s(): invalid pointer %p%s\n", what, p,
-             heap_free_already(p) ? ": a double free (the block is free already)" : "");
+    const char *why = "";
+    if (heap_free_already(p))
+        why = strcmp(what, "free") == 0 || strcmp(what, "realloc") == 0
+                  ? ": a double free (the block is free already)"
+                  : ": the block is free already (a use after free)";
+    snprintf(buf, sizeof buf, "mote: %s(): invalid pointer %p%s\n", what, p, why);
     mote__os_write_err(buf);
     abort();
 }
