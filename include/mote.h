@@ -13,6 +13,12 @@
  *    outside a task is -EPERM, whether or not it would have blocked.
  *  - Timeouts are nanoseconds on the monotonic clock: < 0 waits forever,
  *    0 never waits.
+ *  - fork(): the child has only the thread that called it.  The allocator
+ *    works there, but a run in progress does not carry over (its other
+ *    workers and their tasks are not in the child): a child forked during
+ *    a run should exec or _exit without calling mote's task functions, as
+ *    POSIX asks of any multi-threaded process's child.  A child forked
+ *    while no run is in progress may start one.
  *  - Objects (channels, wait groups, mutexes, conditions) outlive runs:
  *    when mote_run returns, tasks still blocked on them are discarded and
  *    taken out of their queues; buffered values, counts and the lock state
@@ -84,7 +90,10 @@ typedef void (*mote_fn)(void *arg);
  * library which fields your program knows. */
 typedef struct mote_task_opts {
     size_t size;       /* sizeof(mote_task_opts) (MOTE_TASK_OPTS_INIT sets
-                          it); 0 means name and stack_size only */
+                          it); 0 means name and stack_size only; a size
+                          past this struct's (a newer header's) is taken,
+                          and the fields this library does not know are
+                          ignored */
     const char *name;  /* for diagnostics; NULL names the task by its entry
                           function.  Not copied: must outlive the task. */
     size_t stack_size; /* this task's maximum stack in bytes, 8 KiB-1 GiB,
@@ -177,7 +186,7 @@ MOTE_API int mote_chan_free(mote_chan *c);
 
 enum { MOTE_SEND = 1, MOTE_RECV = 2 };
 typedef struct mote_case {
-    mote_chan *chan; /* NULL: the case never fires */
+    mote_chan *chan; /* NULL: the case never fires (op is still checked) */
     int op;          /* MOTE_SEND or MOTE_RECV */
     void *elem;      /* value to send, or where to receive (may be NULL) */
     int result;      /* set for the chosen case: 0 or MOTE_ECLOSED */
