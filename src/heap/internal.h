@@ -826,6 +826,10 @@ void mote__scavenger_kick_kept(void);
 /* Dirty free slices or cached blocks appeared (any thread, any lock). */
 void mote__scavenger_note_dirty(void);
 void mote__scavenger_fork_child(void);
+/* A thread's cache is going at its exit; main_thread: the process's main
+ * thread (pthread_exit), after which the scavenger must not outlive the
+ * others. */
+void mote__scavenger_thread_exit(bool main_thread);
 /* From a signal handler: wakes the scavenger, whatever it sleeps on, so it
  * looks at its work now; false when it does not run (not started, or
  * could not be). */

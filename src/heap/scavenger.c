@@ -18,7 +18,17 @@
  * runs a program's signal handler.  It also writes the heap profiles
  * MOTE_HEAPPROFILE_SIGNAL asks for (profile.c): the handler sets a flag and
  * wakes it (mote__scavenger_wake_now), so no program thread stops for it.
+ *
+ * It must not keep the process alive: a process ends when its last thread
+ * does, and a main thread that calls pthread_exit leaves the others to run
+ * on.  Once the main thread has gone so, each thread exit wakes it, and it
+ * looks (a few times, as the exiting thread finishes, then once a second)
+ * whether it is the last live thread: then it ends the process as glibc's
+ * last thread would, with exit(0).  Before, such a program never ended,
+ * and the signals blocked here meant not even SIGTERM ended it.
  */
+
+#include <stdlib.h>
 
 #include "heap/internal.h"
 #include "os/os.h"
@@ -28,6 +38,8 @@ static int scav_state;            /* 0 not started, 1 running or starting,
 static uint32_t scav_inline_last; /* ms, state 2 */
 static int scav_seq;              /* futex word: bumped by every poke */
 static int scav_idle;             /* 1 while sleeping with no timeout */
+static int scav_leader_gone;      /* the main thread called pthread_exit */
+static int scav_exits;            /* thread exits since then (atomic) */
 
 /* Work appeared.  seq_cst with the thread's store of idle and load of seq:
  * either it sees the new seq and goes round again, or we see idle and
@@ -83,6 +95,37 @@ static inline long min_wait(long a, long b)
     return a < 0 ? b : b < 0 ? a : a < b ? a : b;
 }
 
+void mote__scavenger_thread_exit(bool main_thread)
+{
+    if (main_thread)
+        STORE(&scav_leader_gone, 1, SEQ_CST);
+    if (LOAD(&scav_leader_gone, SEQ_CST)) {
+        FETCH_ADD(&scav_exits, 1, SEQ_CST);
+        mote__scavenger_wake_now();
+    }
+}
+
+/* After the main thread's pthread_exit: ends the process if no other
+ * thread lives; else how long until the next look (ms).  An exit wakes us
+ * while its thread still runs (its cache's destructor), so each is
+ * followed by looks 1, 2, 4 ... 512 ms apart; and a thread that never
+ * allocated exits unseen, so one look a second follows for good (in such a
+ * process only: a read of /proc, about 10 us). */
+static long scavenger_last_thread(void)
+{
+    static int exits_seen, looks_left;
+    int exits = LOAD(&scav_exits, SEQ_CST);
+    if (exits != exits_seen) {
+        exits_seen = exits;
+        looks_left = 10;
+    }
+    if (mote__os_last_live_thread())
+        exit(0);
+    if (!looks_left)
+        return 1000;
+    return 1L << (10 - looks_left--);
+}
+
 static void *scavenger_main(void *arg)
 {
     (void)arg;
@@ -96,9 +139,13 @@ static void *scavenger_main(void *arg)
         next = min_wait(next, mote__arena_scavenge(decay));
         if (next == 0)
             continue;
+        /* At least 10 ms: releases are batched, not one slice each. */
+        if (next > 0 && next < 10)
+            next = 10;
+        if (LOAD(&scav_leader_gone, RELAXED))
+            next = min_wait(next, scavenger_last_thread());
         if (next > 0) {
-            /* At least 10 ms: releases are batched, not one slice each. */
-            mote__os_futex_wait(&scav_seq, seq, (next < 10 ? 10 : next) * 1000000);
+            mote__os_futex_wait(&scav_seq, seq, next * 1000000);
             continue;
         }
         STORE(&scav_idle, 1, SEQ_CST);

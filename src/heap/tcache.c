@@ -49,6 +49,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "arch/arch.h"
 #include "heap/internal.h"
@@ -970,6 +971,7 @@ static void tcache_thread_exit(void *arg)
     heap_lock_release(&pool_lock);
     if (kick)
         mote__scavenger_kick();
+    mote__scavenger_thread_exit(mote__os_gettid() == getpid());
 }
 
 long mote__tcache_collect_dead(bool force, uint32_t decay_ms)

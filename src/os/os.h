@@ -118,6 +118,10 @@ uint64_t mote__os_rss_bytes(void);
 /* /proc/self/status fields in bytes ("VmRSS", "VmHWM", "VmPTE"); 0 if
  * absent.  Malloc-free. */
 uint64_t mote__os_status_bytes(const char *field);
+/* Whether every other thread of the process has exited: the main thread
+ * (the thread-group leader) too, which stays a zombie until the last one
+ * ends.  Malloc-free (/proc/self/stat). */
+bool mote__os_last_live_thread(void);
 /* Sum of the kernel's Rss over every mapping that overlaps one of the n
  * ranges [starts[i], ends[i]), read from /proc/self/smaps.  Measured, not
  * estimated. */

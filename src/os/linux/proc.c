@@ -40,6 +40,28 @@ uint64_t mote__os_rss_bytes(void)
     return p ? strtoull(p + 1, NULL, 10) * OS_PAGE : 0;
 }
 
+bool mote__os_last_live_thread(void)
+{
+    char buf[1024];
+    if (!os_read_proc("/proc/self/stat", buf, sizeof buf))
+        return false;
+    /* pid (comm) state ... : comm may hold spaces and parentheses */
+    char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ')
+        return false;
+    char state = p[2]; /* field 3: the leader's */
+    char *sp = p + 1;  /* the space before field 3, then before each next */
+    for (int field = 3; field < 20 && sp; field++)
+        sp = strchr(sp + 1, ' ');
+    if (!sp)
+        return false;
+    long threads = strtol(sp + 1, NULL, 10); /* field 20: num_threads */
+    if (threads == 1)
+        return true;
+    return threads == 2 && (state == 'Z' || state == 'X') &&
+           mote__os_gettid() != getpid();
+}
+
 uint64_t mote__os_status_bytes(const char *field)
 {
     char buf[4096];
