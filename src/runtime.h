@@ -133,6 +133,7 @@ typedef struct runtime {
     uint32_t ext_rr;          /* atomic */
     int external_seen;        /* atomic */
     int nsleeping, nspinning; /* atomic */
+    int spin_max;             /* spinners at once: the CPUs online */
     pthread_mutex_t idle_lock;
     int nidle_notimer;
     pthread_rwlock_t ext_lock; /* plain threads vs teardown */
