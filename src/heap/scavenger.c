@@ -215,6 +215,8 @@ void mote__scavenger_fork_child(void)
     STORE(&scav_state, 0, RELAXED);
 #endif
     STORE(&scav_idle, 0, RELAXED);
+    /* the thread that forked is the child's main thread, and alive */
+    STORE(&scav_leader_gone, 0, RELAXED);
     /* the only thread: no cache is inside its lock (asym.h) */
     if (LOAD(&mote__heap_asym_light, RELAXED))
         mote__heap_asym_init();
