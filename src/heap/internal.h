@@ -651,10 +651,7 @@ static inline heap_segment *heap_segment_of(const void *p)
  * chunk). */
 #define HEAP_COLOUR_MAX (HEAP_OS_PAGE - 64)
 
-/* The offset in its run of the seq-th coloured block, with room bytes to
- * spare: a multiple of 64, at most room and HEAP_COLOUR_MAX, and off the
- * first and last two lines of a page when room has 2 lines or more.
- * Consecutive counts spread over the lines (a Weyl sequence). */
+/* The whole lines a colour may move a block by, with room bytes to spare. */
 static inline size_t heap_colour_lines(size_t room)
 {
     return (room < HEAP_COLOUR_MAX ? room : HEAP_COLOUR_MAX) >> 6;
@@ -666,6 +663,10 @@ static inline size_t heap_colour_last(size_t lines)
     return lines < HEAP_OS_PAGE / 64 - 3 ? lines : HEAP_OS_PAGE / 64 - 3;
 }
 
+/* The offset in its run of the seq-th coloured block, with room bytes to
+ * spare: a multiple of 64, at most room and HEAP_COLOUR_MAX, and off the
+ * first and last two lines of a page when room has 2 lines or more.
+ * Consecutive counts spread over the lines (a Weyl sequence). */
 static inline size_t heap_colour(uint32_t seq, size_t room)
 {
     size_t lines = heap_colour_lines(room);
